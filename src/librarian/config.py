@@ -1,0 +1,154 @@
+"""Settings: one class, every setting declared once with a default and a description.
+
+Values come, highest priority first, from keyword arguments, ``LIBRARIAN_*`` environment variables,
+a TOML config file (``LIBRARIAN_CONFIG``, else ``<home>/config.toml`` when it exists) and the
+defaults below. ``docs/configuration.md`` is generated from these declarations and a test fails when
+a setting has no description.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from librarian.errors import InvalidInputError
+
+DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class Settings(BaseSettings):
+    """Everything Librarian can be configured with. Environment prefix: ``LIBRARIAN_``."""
+
+    model_config = SettingsConfigDict(env_prefix="LIBRARIAN_", extra="forbid", validate_default=True)
+
+    home: Path = Field(
+        default=Path(".librarian"),
+        description="Data directory: the SQLite database, the embedded Chroma index and git checkouts.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description=(
+            "SQLAlchemy URL of the source of truth. Default: a SQLite file in `home`. "
+            "For PostgreSQL use `postgresql+psycopg://user@host:5432/db`."
+        ),
+    )
+    vector_url: str | None = Field(
+        default=None,
+        description=(
+            "Where the derived vector index lives. Default: embedded Chroma in `home/chroma`. "
+            "`chroma+http://host:port` for a Chroma server, `pgvector` for pgvector in the database "
+            "of `database_url`, or `pgvector+postgresql+psycopg://...` for another PostgreSQL."
+        ),
+    )
+    embedding_provider: Literal["local", "openai"] = Field(
+        default="local",
+        description="`local` runs all-MiniLM-L6-v2 offline; `openai` calls an OpenAI-compatible endpoint.",
+    )
+    embedding_model: str = Field(
+        default=DEFAULT_EMBEDDING_MODEL,
+        description="Embedding model name, recorded on every chunk as `embedding_model_version`.",
+    )
+    embedding_url: str | None = Field(
+        default=None,
+        description="Base URL of an OpenAI-compatible embeddings API (e.g. `http://127.0.0.1:8000/v1`).",
+    )
+    embedding_api_key: SecretStr | None = Field(
+        default=None, description="Bearer token for `embedding_url`; never logged."
+    )
+    embedding_batch_size: int = Field(default=64, ge=1, le=4096, description="Texts embedded per batch.")
+    embedding_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="Timeout of one request to a remote embeddings endpoint."
+    )
+    max_file_bytes: int = Field(
+        default=10 * 1024 * 1024,
+        ge=1,
+        description="Files larger than this are skipped during ingest and reported with their path.",
+    )
+    chunk_max_chars: int = Field(
+        default=1500,
+        ge=200,
+        description="Sections longer than this are split at paragraph boundaries (code blocks never split).",
+    )
+    search_candidates: int = Field(
+        default=60, ge=1, description="Candidates each retriever (vector, lexical) contributes to fusion."
+    )
+    hybrid_vector_weight: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Weight of the vector retriever in score fusion; the lexical one gets the rest.",
+    )
+    git_timeout_seconds: float = Field(
+        default=300.0, gt=0, description="Time limit of one git clone or fetch."
+    )
+
+    @field_validator("home")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, with the SQLite default placed in ``home``."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.home / 'librarian.db').resolve()}"
+
+    @property
+    def resolved_vector_url(self) -> str:
+        """The vector index URL, with the embedded Chroma default placed in ``home``."""
+        if self.vector_url:
+            return self.vector_url
+        return f"chroma://{(self.home / 'chroma').resolve()}"
+
+    @classmethod
+    def load(cls, config_file: Path | None = None, **overrides: Any) -> Settings:
+        """Build settings from overrides, environment, an optional TOML file and defaults.
+
+        Args:
+            config_file: TOML file to read; defaults to ``LIBRARIAN_CONFIG`` or ``<home>/config.toml``.
+            overrides: values that win over every other source (e.g. ``home`` from ``--home``).
+
+        Raises:
+            InvalidInputError: the config file is not valid TOML or names an unknown setting.
+        """
+        env_values = cls()  # environment and defaults, used to find the config file
+        home = Path(overrides.get("home") or env_values.home).expanduser()
+        path = config_file or _env_path("LIBRARIAN_CONFIG") or home / "config.toml"
+        file_values: dict[str, Any] = {}
+        if path.is_file():
+            try:
+                file_values = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise InvalidInputError(f"config file {path} is not valid TOML: {exc}") from exc
+            unknown = set(file_values) - set(cls.model_fields)
+            if unknown:
+                raise InvalidInputError(
+                    f"config file {path} names unknown settings: {', '.join(sorted(unknown))}",
+                    hint="see docs/configuration.md for the settings Librarian knows",
+                )
+        elif config_file is not None:
+            raise InvalidInputError(f"config file {config_file} does not exist")
+        # Environment beats the file: keep only file values the environment does not set.
+        merged = {k: v for k, v in file_values.items() if f"LIBRARIAN_{k.upper()}" not in os.environ}
+        merged.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**merged)
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+def settings_reference() -> str:
+    """Render every setting as a Markdown table (the body of ``docs/configuration.md``)."""
+    lines = ["| setting | environment variable | default | description |", "|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = field.default if field.default is not None else ""
+        lines.append(f"| `{name}` | `LIBRARIAN_{name.upper()}` | `{default}` | {field.description} |")
+    return "\n".join(lines) + "\n"

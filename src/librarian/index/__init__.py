@@ -1,0 +1,1 @@
+"""Search indexes: the vector index protocol and backends, the lexical index and hybrid fusion."""

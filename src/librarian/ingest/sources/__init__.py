@@ -1,0 +1,1 @@
+"""Sources enumerate the files of an ingest target (a folder, a file, a git repository)."""

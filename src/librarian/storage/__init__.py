@@ -1,0 +1,1 @@
+"""The source of truth: SQLAlchemy models, migrations and repositories (SQLite or PostgreSQL)."""
