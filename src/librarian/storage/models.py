@@ -109,6 +109,8 @@ class Chunk(Base):
     __table_args__ = (
         Index("ix_chunks_sdk", "sdk_name", "sdk_version"),
         Index("ix_chunks_document", "document_id"),
+        # Never reuse the id of a deleted chunk: ids are also the keys of the vector index.
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -93,6 +93,7 @@ def upgrade() -> None:
         sa.Column("tags", JSON_TYPE, nullable=False),
         sa.Column("search_title", sa.Text, nullable=False),
         sa.Column("search_scope", sa.Text, nullable=False),
+        sqlite_autoincrement=True,
     )
     op.create_index("ix_chunks_sdk", "chunks", ["sdk_name", "sdk_version"])
     op.create_index("ix_chunks_document", "chunks", ["document_id"])

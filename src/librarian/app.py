@@ -1,0 +1,278 @@
+"""The facade: one object that wires every service from :class:`~librarian.config.Settings`.
+
+Adapters (CLI, REST, MCP) call only this class. Heavy parts (the embedding model, the vector store)
+are created on first use, so listing sources or printing stats never loads a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from librarian.config import Settings
+from librarian.embeddings.base import Embedder
+from librarian.embeddings.cache import EmbeddingCache
+from librarian.embeddings.factory import create_embedder
+from librarian.errors import InvalidInputError
+from librarian.index.base import SearchFilter, VectorStore
+from librarian.index.factory import create_vector_store
+from librarian.index.hybrid import HybridRetriever
+from librarian.index.lexical import create_lexical_index
+from librarian.index.manager import Progress, VectorIndexManager
+from librarian.ingest.pipeline import IngestPipeline, IngestReport, ProgressCallback
+from librarian.ingest.sources.git import looks_like_git_url
+from librarian.storage import repository
+from librarian.storage.database import open_database
+from librarian.storage.models import IndexState, Source
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One search hit with its provenance."""
+
+    chunk_id: int
+    content: str
+    score: float
+    sdk_name: str | None
+    sdk_version: str | None
+    entity_name: str | None
+    entity_type: str
+    section_path: str
+    source_url: str
+    last_fetched_at: str
+    embedding_model_version: str
+    document_type: str | None
+    category: str | None
+    tags: list[str]
+    vector_score: float | None
+    lexical_score: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy."""
+        return asdict(self)
+
+
+class Librarian:
+    """The knowledge service: ingest documentation, search it, keep its indexes in step.
+
+    Example:
+        >>> lib = Librarian(Settings.load(home=Path("/tmp/lib")))  # doctest: +SKIP
+        >>> lib.ingest("docs/", sdk_name="mytool", sdk_version="1.2")  # doctest: +SKIP
+        >>> lib.search("how do I upload a file", sdk_name="mytool")[0].entity_name  # doctest: +SKIP
+    """
+
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+        """Open the store (migrating its schema) for ``settings``.
+
+        Args:
+            settings: the configuration.
+            embedder: an already loaded embedder to share (tests, benchmarks, long-lived servers);
+                by default the one ``settings`` name is created on first use.
+        """
+        self.settings = settings
+        self._embedder = embedder
+        settings.home.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine
+        self.sessions: sessionmaker[Session]
+        self.engine, self.sessions = open_database(settings.resolved_database_url)
+        self._cache: EmbeddingCache | None = None
+        self._vector_store: VectorStore | None = None
+        self._vectors: VectorIndexManager | None = None
+        self._lexical = create_lexical_index(self.engine)
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    @property
+    def cache(self) -> EmbeddingCache:
+        """The embedding cache over the configured embedder (loads the model on first use)."""
+        if self._cache is None:
+            embedder = self._embedder or create_embedder(self.settings)
+            self._cache = EmbeddingCache(embedder, self.sessions)
+        return self._cache
+
+    @property
+    def vectors(self) -> VectorIndexManager:
+        """The vector index manager over the configured vector store."""
+        if self._vectors is None:
+            self._vector_store = create_vector_store(self.settings.resolved_vector_url, self.engine)
+            self._vectors = VectorIndexManager(self._vector_store, self.cache, self.sessions)
+        return self._vectors
+
+    def close(self) -> None:
+        """Release the database engine and the vector store."""
+        if self._vector_store is not None:
+            self._vector_store.close()
+        self.engine.dispose()
+
+    def __enter__(self) -> Librarian:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- ingest -------------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        uri: str,
+        *,
+        sdk_name: str | None = None,
+        sdk_version: str | None = None,
+        ref: str | None = None,
+        document_type: str | None = None,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest a local file or folder, or a git repository (URL or local path with ``ref``).
+
+        SDK documentation has ``sdk_name`` and ``sdk_version``; organisational documents have
+        neither. Re-running on unchanged input only re-reads and hashes files.
+
+        Raises:
+            InvalidInputError: ``sdk_version`` without ``sdk_name``.
+            NotFoundError: a local path that does not exist.
+            BackendUnavailableError: a git repository that cannot be cloned.
+        """
+        if sdk_version is not None and sdk_name is None:
+            raise InvalidInputError("--version needs --sdk: a version belongs to an SDK")
+        kind = "git" if ref is not None or looks_like_git_url(uri) else "local"
+        normalized = uri if kind == "git" and looks_like_git_url(uri) else str(Path(uri).expanduser().resolve())
+        spec = repository.SourceSpec(
+            uri=normalized,
+            kind=kind,
+            ref=ref,
+            sdk_name=sdk_name,
+            sdk_version=sdk_version,
+            document_type=document_type or ("sdk_reference" if sdk_name else "document"),
+            category=category,
+            tags=tuple(tags),
+        )
+        pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
+        return pipeline.run(spec, progress)
+
+    # -- search -------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        sdk_name: str | None = None,
+        sdk_version: str | None = None,
+        document_type: str | None = None,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        fetched_after: datetime | None = None,
+        fetched_before: datetime | None = None,
+        top_k: int = 10,
+    ) -> list[SearchResult]:
+        """Hybrid (vector + keyword) search over the chunks passing the filters, best first.
+
+        Raises:
+            InvalidInputError: an empty query or a ``top_k`` outside 1..1000.
+        """
+        if not query.strip():
+            raise InvalidInputError("the search query is empty")
+        if not 1 <= top_k <= 1000:
+            raise InvalidInputError(f"top_k must be between 1 and 1000, got {top_k}")
+        where = SearchFilter(
+            sdk_name=sdk_name,
+            sdk_version=sdk_version,
+            document_type=document_type,
+            category=category,
+            tags=tuple(tags),
+            fetched_after=fetched_after,
+            fetched_before=fetched_before,
+        )
+        retriever = HybridRetriever(
+            self.cache,
+            self._lexical,
+            vector_weight=self.settings.hybrid_vector_weight,
+            candidates=self.settings.search_candidates,
+        )
+        hits = retriever.retrieve(self.vectors.active(), query, top_k, where)
+        with self.sessions() as session:
+            chunks = repository.chunks_by_ids(session, [hit.chunk_id for hit in hits])
+        results = []
+        for hit in hits:
+            chunk = chunks.get(hit.chunk_id)
+            if chunk is None:  # deleted between the index read and now
+                continue
+            results.append(
+                SearchResult(
+                    chunk_id=chunk.id,
+                    content=chunk.content,
+                    score=round(hit.score, 6),
+                    sdk_name=chunk.sdk_name,
+                    sdk_version=chunk.sdk_version,
+                    entity_name=chunk.entity_name,
+                    entity_type=chunk.entity_type,
+                    section_path=chunk.section_path,
+                    source_url=chunk.source_url,
+                    last_fetched_at=chunk.last_fetched_at.isoformat(),
+                    embedding_model_version=chunk.embedding_model_version,
+                    document_type=chunk.document_type,
+                    category=chunk.category,
+                    tags=list(chunk.tags or []),
+                    vector_score=hit.vector_score,
+                    lexical_score=hit.lexical_score,
+                )
+            )
+        return results
+
+    # -- maintenance ----------------------------------------------------------------------------
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Every registered source with the outcome and errors of its last ingest run."""
+        with self.sessions() as session:
+            rows = session.scalars(select(Source).order_by(Source.id))
+            return [
+                {
+                    "id": s.id,
+                    "uri": s.uri,
+                    "kind": s.kind,
+                    "ref": s.ref,
+                    "sdk_name": s.sdk_name,
+                    "sdk_version": s.sdk_version,
+                    "document_type": s.document_type,
+                    "category": s.category,
+                    "tags": list(s.tags or []),
+                    "last_ingested_at": s.last_ingested_at.isoformat() if s.last_ingested_at else None,
+                    "last_revision": s.last_revision,
+                    "last_status": s.last_status,
+                    "last_stats": dict(s.last_stats or {}),
+                    "last_errors": list(s.last_errors or []),
+                }
+                for s in rows
+            ]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of the store and the state of the vector index."""
+        with self.sessions() as session:
+            result = repository.store_statistics(session)
+            state = session.get(IndexState, "chunks")
+            result["vector_index"] = (
+                {
+                    "collection": state.collection,
+                    "model_version": state.model_version,
+                    "dimension": state.dimension,
+                    "built_at": state.built_at.isoformat(),
+                }
+                if state
+                else None
+            )
+        result["database_url"] = self.engine.url.render_as_string(hide_password=True)
+        result["vector_url"] = self.settings.resolved_vector_url
+        return result
+
+    def reindex(self, progress: Progress | None = None) -> dict[str, object]:
+        """Rebuild the vector index from the store with the configured embedding model.
+
+        Searches keep using the old index until the new one is complete.
+        """
+        return self.vectors.rebuild(progress)

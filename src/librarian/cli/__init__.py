@@ -1,0 +1,1 @@
+"""The ``librarian`` command line (Typer)."""

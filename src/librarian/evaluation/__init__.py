@@ -1,0 +1,1 @@
+"""Measuring retrieval quality on labelled datasets."""

@@ -1,0 +1,141 @@
+"""``librarian eval retrieval``: BEIR-layout datasets through the same search path users get.
+
+The corpus is written as Markdown files into a throwaway data directory and ingested with the normal
+pipeline; every query then goes through :meth:`Librarian.search`. A document's rank is the rank of
+its best chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from librarian.app import Librarian
+from librarian.config import Settings
+from librarian.errors import InvalidInputError, NotFoundError
+from librarian.evaluation.metrics import hit_at, mrr_at, ndcg_at, percentile, recall_at
+
+
+@dataclass(frozen=True)
+class BeirDataset:
+    """A corpus (id -> (title, text)), queries (id -> text) and relevance judgements."""
+
+    corpus: dict[str, tuple[str, str]]
+    queries: dict[str, str]
+    qrels: dict[str, set[str]]
+
+
+def load_beir(directory: Path) -> BeirDataset:
+    """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/test.tsv`` from ``directory``.
+
+    Raises:
+        NotFoundError: a file is missing.
+        InvalidInputError: a line is not valid JSON or lacks a field (the message names file and line).
+    """
+    corpus = {
+        record["_id"]: (str(record.get("title") or ""), str(record["text"]))
+        for record in _read_jsonl(directory / "corpus.jsonl", ("_id", "text"))
+    }
+    queries = {record["_id"]: str(record["text"]) for record in _read_jsonl(directory / "queries.jsonl", ("_id", "text"))}
+    qrels_path = directory / "qrels" / "test.tsv"
+    if not qrels_path.is_file():
+        raise NotFoundError(f"{qrels_path} does not exist")
+    qrels: dict[str, set[str]] = defaultdict(set)
+    for number, line in enumerate(qrels_path.read_text(encoding="utf-8").splitlines(), start=1):
+        fields = line.split("\t")
+        if number == 1 and fields[0] == "query-id":
+            continue
+        if len(fields) < 3:
+            raise InvalidInputError(f"{qrels_path}:{number}: expected query-id, corpus-id, score")
+        if float(fields[2]) > 0:
+            qrels[fields[0]].add(fields[1])
+    return BeirDataset(corpus, {q: t for q, t in queries.items() if q in qrels}, dict(qrels))
+
+
+def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise NotFoundError(f"{path} does not exist")
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        missing = [name for name in required if name not in record]
+        if missing:
+            raise InvalidInputError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
+        records.append(record)
+    return records
+
+
+def _file_name(doc_id: str, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", doc_id)[:100] or "doc"
+    name, counter = base, 1
+    while name.lower() in taken:
+        counter += 1
+        name = f"{base}-{counter}"
+    taken.add(name.lower())
+    return name
+
+
+def evaluate_retrieval(directory: Path, settings: Settings, top_k: int = 10) -> dict[str, Any]:
+    """Index the dataset in a throwaway store and return the metrics (percent) and latencies (ms)."""
+    dataset = load_beir(directory)
+    with tempfile.TemporaryDirectory(prefix="librarian-eval-") as scratch:
+        root = Path(scratch)
+        corpus_dir = root / "corpus"
+        corpus_dir.mkdir()
+        doc_of_file: dict[str, str] = {}
+        taken: set[str] = set()
+        for doc_id, (title, text) in dataset.corpus.items():
+            name = _file_name(doc_id, taken)
+            body = text if text.lstrip().startswith("#") or not title else f"# {title}\n\n{text}"
+            (corpus_dir / f"{name}.md").write_text(body, encoding="utf-8")
+            doc_of_file[f"{name}.md"] = doc_id
+        eval_settings = settings.model_copy(
+            update={"home": root / "home", "database_url": None, "vector_url": None}
+        )
+        with Librarian(eval_settings) as lib:
+            started = time.perf_counter()
+            lib.ingest(str(corpus_dir), document_type="eval")
+            ingest_seconds = time.perf_counter() - started
+            lib.search("warm up", top_k=top_k)
+            totals: dict[str, float] = defaultdict(float)
+            latencies: list[float] = []
+            for query_id, query in dataset.queries.items():
+                started = time.perf_counter()
+                results = lib.search(query, top_k=max(top_k * 3, 30))
+                latencies.append((time.perf_counter() - started) * 1000)
+                ranked: list[str] = []
+                for result in results:
+                    doc_id = doc_of_file.get(result.source_url.rsplit("/", 1)[-1])
+                    if doc_id is not None and doc_id not in ranked:
+                        ranked.append(doc_id)
+                relevant = dataset.qrels[query_id]
+                for k in (1, 5, 10):
+                    totals[f"hit@{k}"] += hit_at(ranked, relevant, k)
+                for k in (5, 10):
+                    totals[f"recall@{k}"] += recall_at(ranked, relevant, k)
+                totals["ndcg@10"] += ndcg_at(ranked, relevant, 10)
+                totals["mrr@10"] += mrr_at(ranked, relevant, 10)
+    count = max(len(dataset.queries), 1)
+    metrics: dict[str, Any] = {name: round(100 * value / count, 1) for name, value in totals.items()}
+    metrics.update(
+        {
+            "p50_ms": round(percentile(latencies, 0.5), 2),
+            "p95_ms": round(percentile(latencies, 0.95), 2),
+            "queries": len(dataset.queries),
+            "documents": len(dataset.corpus),
+            "ingest_seconds": round(ingest_seconds, 2),
+            "vector_weight": settings.hybrid_vector_weight,
+        }
+    )
+    return metrics

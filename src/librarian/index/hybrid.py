@@ -1,0 +1,84 @@
+"""Hybrid retrieval: the vector and lexical retrievers run with the same filter, then fuse.
+
+Fusion is relative-score fusion: each retriever's scores are min-max normalised over its own
+candidates, then combined as ``w * vector + (1 - w) * lexical`` (a candidate missing from one list
+gets 0 there). Unlike reciprocal-rank fusion it keeps how decisively a retriever prefers its top
+hit, which matters for documentation where an exact entity name match is strong evidence
+(measured in docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from librarian.embeddings.cache import EmbeddingCache
+from librarian.index.base import SearchFilter, VectorIndex
+from librarian.index.lexical import LexicalIndex
+
+
+@dataclass(frozen=True)
+class FusedHit:
+    """One fused candidate: the chunk id, the fused score and each retriever's raw score."""
+
+    chunk_id: int
+    score: float
+    vector_score: float | None
+    lexical_score: float | None
+
+
+def _normalise(hits: list[tuple[int, float]]) -> dict[int, float]:
+    if not hits:
+        return {}
+    scores = [score for _, score in hits]
+    low, high = min(scores), max(scores)
+    if high - low < 1e-12:
+        return {chunk_id: 1.0 for chunk_id, _ in hits}
+    return {chunk_id: (score - low) / (high - low) for chunk_id, score in hits}
+
+
+def fuse(
+    vector_hits: list[tuple[int, float]], lexical_hits: list[tuple[int, float]], vector_weight: float
+) -> list[FusedHit]:
+    """Relative-score fusion of two ranked lists, best first (ties broken by chunk id)."""
+    vector_norm = _normalise(vector_hits)
+    lexical_norm = _normalise(lexical_hits)
+    vector_raw = dict(vector_hits)
+    lexical_raw = dict(lexical_hits)
+    fused = [
+        FusedHit(
+            chunk_id=chunk_id,
+            score=vector_weight * vector_norm.get(chunk_id, 0.0)
+            + (1.0 - vector_weight) * lexical_norm.get(chunk_id, 0.0),
+            vector_score=vector_raw.get(chunk_id),
+            lexical_score=lexical_raw.get(chunk_id),
+        )
+        for chunk_id in vector_norm.keys() | lexical_norm.keys()
+    ]
+    fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
+    return fused
+
+
+class HybridRetriever:
+    """Runs both retrievers for a query and fuses their candidates."""
+
+    def __init__(
+        self,
+        cache: EmbeddingCache,
+        lexical: LexicalIndex,
+        vector_weight: float = 0.5,
+        candidates: int = 60,
+    ) -> None:
+        self._cache = cache
+        self._lexical = lexical
+        self._vector_weight = vector_weight
+        self._candidates = candidates
+
+    def retrieve(
+        self, vectors: VectorIndex, query: str, top_k: int, where: SearchFilter | None = None
+    ) -> list[FusedHit]:
+        """The ``top_k`` best chunks for ``query`` passing ``where``."""
+        k = max(self._candidates, top_k)
+        query_vector = self._cache.embed_query(query)[0]
+        vector_hits = vectors.query(query_vector, k, where) if self._vector_weight > 0 else []
+        lexical_hits = self._lexical.query(query, k, where) if self._vector_weight < 1 else []
+        return fuse(vector_hits, lexical_hits, self._vector_weight)[:top_k]

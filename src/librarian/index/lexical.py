@@ -1,0 +1,127 @@
+"""Lexical (keyword) search over the chunks table: FTS5 on SQLite, tsvector on PostgreSQL.
+
+Both live in the relational store itself and are maintained in the same transaction as the chunks
+(FTS5 by triggers, PostgreSQL by a generated column), so the lexical index is never out of step.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Protocol
+
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from librarian.errors import BackendUnavailableError
+from librarian.index.base import SearchFilter
+from librarian.index.query_terms import query_terms
+from librarian.index.scope import filter_tokens
+
+# BM25 column weights: a hit in the entity name / section path counts more than one in the body.
+TITLE_WEIGHT = 2.0
+CONTENT_WEIGHT = 1.0
+
+
+class LexicalIndex(Protocol):
+    """Keyword search returning ``(chunk id, score)`` best first; higher scores are better."""
+
+    def query(self, query: str, k: int, where: SearchFilter | None = None) -> list[tuple[int, float]]:
+        """The ``k`` best keyword matches of ``query`` that pass ``where``."""
+        ...
+
+
+def _date_clauses(where: SearchFilter, params: dict[str, object], column: str) -> str:
+    clauses = ""
+    if where.fetched_after is not None:
+        clauses += f" AND {column} >= :fetched_after"
+        params["fetched_after"] = where.fetched_after
+    if where.fetched_before is not None:
+        clauses += f" AND {column} <= :fetched_before"
+        params["fetched_before"] = where.fetched_before
+    return clauses
+
+
+class Fts5LexicalIndex:
+    """SQLite FTS5 with the porter stemmer; BM25 ranking; filters folded into the MATCH."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def query(self, query: str, k: int, where: SearchFilter | None = None) -> list[tuple[int, float]]:
+        """Chunks matching any of the query's terms, ranked by BM25."""
+        where = where or SearchFilter()
+        terms = query_terms(query)
+        if not terms:
+            return []
+        any_term = " OR ".join(f'"{term}"' for term in terms)
+        match = f"{{search_title content}} : ({any_term})"
+        scope = filter_tokens(where)
+        if scope:
+            match = " AND ".join([*(f"search_scope : {token}" for token in scope), f"({match})"])
+        params: dict[str, object] = {"match": match, "k": k}
+        sql = (
+            f"SELECT chunks_fts.rowid, bm25(chunks_fts, {TITLE_WEIGHT}, {CONTENT_WEIGHT}, 0.0) AS rank "
+            "FROM chunks_fts "
+        )
+        dates = ""
+        if where.fetched_after is not None or where.fetched_before is not None:
+            sql += "JOIN chunks ON chunks.id = chunks_fts.rowid "
+            dates = _date_clauses(where, params, "chunks.last_fetched_at")
+            # SQLite stores DateTime as ISO text without a zone; compare like with like.
+            for key in ("fetched_after", "fetched_before"):
+                if key in params:
+                    params[key] = params[key].strftime("%Y-%m-%d %H:%M:%S.%f")  # type: ignore[attr-defined]
+        sql += f"WHERE chunks_fts MATCH :match{dates} ORDER BY rank LIMIT :k"
+        try:
+            with self._engine.connect() as connection:
+                rows = connection.execute(text(sql), params).all()
+        except SQLAlchemyError as exc:
+            raise BackendUnavailableError(f"lexical search failed: {exc}") from exc
+        return [(int(row[0]), -float(row[1])) for row in rows]
+
+
+class PostgresLexicalIndex:
+    """PostgreSQL full-text search on the generated ``search_vector`` column (GIN index)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def query(self, query: str, k: int, where: SearchFilter | None = None) -> list[tuple[int, float]]:
+        """Chunks matching any of the query's terms, ranked by ``ts_rank``."""
+        where = where or SearchFilter()
+        terms = query_terms(query)
+        if not terms:
+            return []
+        params: dict[str, object] = {"tsquery": " | ".join(terms), "k": k}
+        clauses = ""
+        for field in ("sdk_name", "sdk_version", "document_type", "category"):
+            value = getattr(where, field)
+            if value is not None:
+                clauses += f" AND {field} = :{field}"
+                params[field] = value
+        if where.tags:
+            clauses += " AND tags @> CAST(:tags AS jsonb)"
+            params["tags"] = _json_list(where.tags)
+        clauses += _date_clauses(where, params, "last_fetched_at")
+        sql = (
+            "SELECT id, ts_rank(search_vector, q) AS rank "
+            "FROM chunks, to_tsquery('english', :tsquery) AS q "
+            f"WHERE search_vector @@ q{clauses} ORDER BY rank DESC, id LIMIT :k"
+        )
+        try:
+            with self._engine.connect() as connection:
+                rows = connection.execute(text(sql), params).all()
+        except SQLAlchemyError as exc:
+            raise BackendUnavailableError(f"lexical search failed: {exc}") from exc
+        return [(int(row[0]), float(row[1])) for row in rows]
+
+
+def _json_list(values: tuple[str, ...]) -> str:
+    return json.dumps(list(values))
+
+
+def create_lexical_index(engine: Engine) -> LexicalIndex:
+    """The lexical index native to ``engine``'s database."""
+    if engine.dialect.name == "postgresql":
+        return PostgresLexicalIndex(engine)
+    return Fts5LexicalIndex(engine)

@@ -1,0 +1,108 @@
+"""A git repository (local path or URL) checked out at a ref (tag, branch or commit).
+
+Clones are kept under ``<home>/git`` and fetched again on later runs, so a refresh transfers only
+what changed; the listed revision is the checked-out commit, which lets an unchanged repository be
+skipped without reading a file. git runs without a shell, without prompts, and with the ``ext``
+transport disabled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from librarian.errors import BackendUnavailableError, InvalidInputError
+from librarian.ingest.sources.base import SourceListing
+from librarian.ingest.sources.local import list_local
+
+_URL_SCHEMES = ("http://", "https://", "ssh://", "git://", "file://")
+_SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")
+
+
+def looks_like_git_url(uri: str) -> bool:
+    """True for URLs git understands (``https://…``, ``git@host:path``, ``*.git``)."""
+    return uri.startswith(_URL_SCHEMES) or bool(_SCP_LIKE.match(uri)) or uri.endswith(".git")
+
+
+class GitCheckout:
+    """Keeps one clone per repository URI in ``cache_dir`` and checks out refs in it."""
+
+    def __init__(self, cache_dir: Path, timeout_seconds: float = 300.0) -> None:
+        self._cache_dir = cache_dir
+        self._timeout = timeout_seconds
+
+    def list(self, uri: str, ref: str | None) -> SourceListing:
+        """Clone or fetch ``uri``, check out ``ref`` (default: the remote's default branch), list files.
+
+        Raises:
+            InvalidInputError: the URI is malformed or the ref does not exist.
+            BackendUnavailableError: the repository cannot be cloned or fetched.
+        """
+        if uri.startswith("-"):
+            raise InvalidInputError(f"git URI {uri!r} may not start with '-'")
+        checkout = self._cache_dir / hashlib.sha256(uri.encode("utf-8")).hexdigest()[:24]
+        if (checkout / ".git").is_dir():
+            self._git(checkout, "fetch", "--quiet", "--tags", "--force", "origin", what=f"fetch {uri}")
+        else:
+            self._cache_dir.mkdir(parents=True, exist_ok=True)
+            self._git(None, "clone", "--quiet", "--no-checkout", "--", uri, str(checkout), what=f"clone {uri}")
+        target = self._resolve_ref(checkout, ref, uri)
+        self._git(checkout, "checkout", "--quiet", "--force", "--detach", target, what=f"check out {ref}")
+        revision = self._git(checkout, "rev-parse", "HEAD", what="read HEAD").strip()
+        listing = list_local(checkout, url_prefix=f"{uri}@{revision}")
+        listing.revision = revision
+        return listing
+
+    def _resolve_ref(self, checkout: Path, ref: str | None, uri: str) -> str:
+        if ref is None:
+            return "origin/HEAD" if self._has_ref(checkout, "origin/HEAD") else "FETCH_HEAD"
+        if ref.startswith("-"):
+            raise InvalidInputError(f"git ref {ref!r} may not start with '-'")
+        for candidate in (f"refs/tags/{ref}", f"origin/{ref}", ref):
+            if self._has_ref(checkout, candidate):
+                return candidate
+        raise InvalidInputError(
+            f"ref {ref!r} does not exist in {uri}", hint="pass a tag, branch or commit of that repository"
+        )
+
+    def _has_ref(self, checkout: Path, ref: str) -> bool:
+        result = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            capture_output=True,
+            env=_git_environment(),
+            timeout=self._timeout,
+            check=False,
+        )
+        return result.returncode == 0
+
+    def _git(self, checkout: Path | None, *args: str, what: str) -> str:
+        command = ["git", "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null"]
+        if checkout is not None:
+            command += ["-C", str(checkout)]
+        try:
+            result = subprocess.run(
+                [*command, *args],
+                capture_output=True,
+                text=True,
+                env=_git_environment(),
+                timeout=self._timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise BackendUnavailableError(f"git could not {what} within {self._timeout:.0f} s") from exc
+        except FileNotFoundError as exc:
+            raise BackendUnavailableError("git is not installed", hint="install git") from exc
+        if result.returncode != 0:
+            message = (result.stderr or result.stdout).strip().splitlines()
+            raise BackendUnavailableError(f"git could not {what}: {' '.join(message[-3:])}")
+        return result.stdout
+
+
+def _git_environment() -> dict[str, str]:
+    # Never prompt for credentials (a hung prompt would hang the ingest) and ignore user config.
+    env = {key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG", "SSH_AUTH_SOCK"}}
+    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_ASKPASS": "/bin/true"})
+    return env

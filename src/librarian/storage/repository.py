@@ -1,0 +1,233 @@
+"""Reads and writes of the source of truth, each in the caller's transaction.
+
+Every function takes an open :class:`~sqlalchemy.orm.Session`; the caller decides the transaction
+boundary (the ingest pipeline commits once per document).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from librarian.index.scope import scope_tokens
+from librarian.storage.models import Chunk, Document, DocumentVersion, Source, VectorOutboxEntry, utcnow
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """What identifies an ingest target, and the labels its chunks get."""
+
+    uri: str
+    kind: str
+    ref: str | None = None
+    sdk_name: str | None = None
+    sdk_version: str | None = None
+    document_type: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Stable identity: the same folder ingested as two SDK versions is two sources."""
+        identity = json.dumps([self.uri, self.kind, self.ref, self.sdk_name, self.sdk_version])
+        return hashlib.sha256(identity.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    """A chunk ready to be stored (content hash = hash of the text that was embedded)."""
+
+    ordinal: int
+    entity_name: str | None
+    entity_type: str
+    section_path: str
+    content: str
+    content_hash: str
+
+
+def get_or_create_source(session: Session, spec: SourceSpec) -> Source:
+    """The stored source for ``spec``; labels (type, category, tags) are updated to ``spec``'s."""
+    source = session.scalar(select(Source).where(Source.source_key == spec.key))
+    if source is None:
+        source = Source(
+            source_key=spec.key,
+            uri=spec.uri,
+            kind=spec.kind,
+            ref=spec.ref,
+            sdk_name=spec.sdk_name,
+            sdk_version=spec.sdk_version,
+            tags=[],
+            last_errors=[],
+            last_stats={},
+        )
+        session.add(source)
+    source.document_type = spec.document_type
+    source.category = spec.category
+    source.tags = sorted(set(spec.tags))
+    session.flush()
+    return source
+
+
+def live_documents(session: Session, source_id: int) -> dict[str, Document]:
+    """The source's documents that still exist upstream, by path."""
+    rows = session.scalars(
+        select(Document).where(Document.source_id == source_id, Document.deleted_at.is_(None))
+    )
+    return {document.path: document for document in rows}
+
+
+def find_document(session: Session, source_id: int, path: str) -> Document | None:
+    """The document at ``path`` of a source, deleted or not."""
+    return session.scalar(select(Document).where(Document.source_id == source_id, Document.path == path))
+
+
+def store_document_version(
+    session: Session,
+    source: Source,
+    *,
+    path: str,
+    source_url: str,
+    title: str | None,
+    raw_hash: str,
+    text: str,
+    chunks: Sequence[NewChunk],
+    embedding_model_version: str,
+    fetched_at: datetime,
+) -> tuple[Document, list[int], list[int]]:
+    """Record a new version of a document and replace its chunks.
+
+    The previous version stays in ``document_versions`` (history); its chunks are removed. Outbox
+    entries for the vector index are written in the same transaction.
+
+    Returns:
+        The document, the ids of the removed chunks and the ids of the new chunks.
+    """
+    document = find_document(session, source.id, path)
+    if document is None:
+        document = Document(source_id=source.id, path=path, source_url=source_url, current_version_no=0)
+        session.add(document)
+        session.flush()
+    removed = remove_chunks(session, document.id)
+    version_no = document.current_version_no + 1
+    session.add(
+        DocumentVersion(
+            document_id=document.id,
+            version_no=version_no,
+            content_hash=raw_hash,
+            text=text,
+            fetched_at=fetched_at,
+            chunk_count=len(chunks),
+        )
+    )
+    document.current_version_no = version_no
+    document.content_hash = raw_hash
+    document.title = title
+    document.source_url = source_url
+    document.deleted_at = None
+    document.updated_at = fetched_at
+    scope = scope_tokens(source.sdk_name, source.sdk_version, source.document_type, source.category, source.tags)
+    rows = [
+        Chunk(
+            document_id=document.id,
+            document_version_no=version_no,
+            ordinal=chunk.ordinal,
+            sdk_name=source.sdk_name,
+            sdk_version=source.sdk_version,
+            entity_name=chunk.entity_name,
+            entity_type=chunk.entity_type,
+            section_path=chunk.section_path,
+            source_url=source_url,
+            content=chunk.content,
+            content_hash=chunk.content_hash,
+            last_fetched_at=fetched_at,
+            embedding_model_version=embedding_model_version,
+            document_type=source.document_type,
+            category=source.category,
+            tags=list(source.tags),
+            search_title=" ".join(filter(None, [chunk.entity_name, chunk.section_path])),
+            search_scope=scope,
+        )
+        for chunk in chunks
+    ]
+    session.add_all(rows)
+    session.flush()
+    added = [row.id for row in rows]
+    session.add_all(VectorOutboxEntry(chunk_id=chunk_id, operation="upsert") for chunk_id in added)
+    return document, removed, added
+
+
+def touch_document(session: Session, document: Document, fetched_at: datetime) -> None:
+    """Record that an unchanged document was seen again (its chunks stay as they are)."""
+    document.updated_at = fetched_at
+
+
+def remove_chunks(session: Session, document_id: int) -> list[int]:
+    """Delete a document's chunks and queue their removal from the vector index."""
+    ids = list(session.scalars(select(Chunk.id).where(Chunk.document_id == document_id)))
+    if ids:
+        session.execute(delete(Chunk).where(Chunk.document_id == document_id))
+        session.add_all(VectorOutboxEntry(chunk_id=chunk_id, operation="delete") for chunk_id in ids)
+    return ids
+
+
+def mark_deleted(session: Session, document: Document, when: datetime) -> list[int]:
+    """The file is gone upstream: drop its chunks, keep its history."""
+    removed = remove_chunks(session, document.id)
+    document.deleted_at = when
+    return removed
+
+
+def record_run(
+    session: Session,
+    source: Source,
+    *,
+    status: str,
+    errors: Iterable[dict[str, Any]],
+    stats: dict[str, Any],
+    revision: str | None,
+) -> None:
+    """Store the outcome of an ingest run on its source (shown by ``librarian sources``)."""
+    source.last_ingested_at = utcnow()
+    source.last_status = status
+    source.last_errors = list(errors)
+    source.last_stats = stats
+    if revision is not None:
+        source.last_revision = revision
+
+
+def chunks_by_ids(session: Session, ids: Sequence[int]) -> dict[int, Chunk]:
+    """Chunks by primary key; ids that no longer exist are left out."""
+    found: dict[int, Chunk] = {}
+    for start in range(0, len(ids), 500):
+        for chunk in session.scalars(select(Chunk).where(Chunk.id.in_(ids[start : start + 500]))):
+            found[chunk.id] = chunk
+    return found
+
+
+def store_statistics(session: Session) -> dict[str, Any]:
+    """Counts of sources, documents, versions and chunks, and chunks per SDK version."""
+    per_sdk = session.execute(
+        select(Chunk.sdk_name, Chunk.sdk_version, func.count())
+        .group_by(Chunk.sdk_name, Chunk.sdk_version)
+        .order_by(Chunk.sdk_name, Chunk.sdk_version)
+    ).all()
+    return {
+        "sources": session.scalar(select(func.count()).select_from(Source)) or 0,
+        "documents": session.scalar(
+            select(func.count()).select_from(Document).where(Document.deleted_at.is_(None))
+        )
+        or 0,
+        "document_versions": session.scalar(select(func.count()).select_from(DocumentVersion)) or 0,
+        "chunks": session.scalar(select(func.count()).select_from(Chunk)) or 0,
+        "pending_index_updates": session.scalar(select(func.count()).select_from(VectorOutboxEntry)) or 0,
+        "chunks_per_sdk": [
+            {"sdk_name": name, "sdk_version": version, "chunks": count} for name, version, count in per_sdk
+        ],
+    }
