@@ -142,7 +142,9 @@ class Librarian:
         if sdk_version is not None and sdk_name is None:
             raise InvalidInputError("--version needs --sdk: a version belongs to an SDK")
         kind = "git" if ref is not None or looks_like_git_url(uri) else "local"
-        normalized = uri if kind == "git" and looks_like_git_url(uri) else str(Path(uri).expanduser().resolve())
+        normalized = (
+            uri if kind == "git" and looks_like_git_url(uri) else str(Path(uri).expanduser().resolve())
+        )
         spec = repository.SourceSpec(
             uri=normalized,
             kind=kind,

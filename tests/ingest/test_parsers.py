@@ -439,6 +439,8 @@ def test_binary_detection() -> None:
     assert is_probably_binary(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     assert is_probably_binary(bytes(range(1, 32)) * 10 + b"some text")
     assert is_probably_binary(random.Random(1).randbytes(4096))
+    # PDFs hold compressed binary streams, yet they are documents the registry parses.
+    assert not is_probably_binary(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n" + random.Random(2).randbytes(4096))
 
 
 def test_binary_content_with_a_text_extension_is_refused() -> None:

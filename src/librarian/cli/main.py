@@ -79,7 +79,9 @@ def ingest(
             highlight=False,
         )
         for problem in report.problems:
-            stderr.print(f"[yellow]skipped[/] {escape(problem['path'])}: {escape(problem['reason'])}", highlight=False)
+            stderr.print(
+                f"[yellow]skipped[/] {escape(problem['path'])}: {escape(problem['reason'])}", highlight=False
+            )
     if report.problems:
         raise typer.Exit(EXIT_PARTIAL)
 
@@ -91,7 +93,9 @@ def search(
     version: Annotated[str | None, typer.Option("--version", help="Only this SDK version.")] = None,
     doc_type: Annotated[str | None, typer.Option("--type", help="Only this document type.")] = None,
     category: Annotated[str | None, typer.Option("--category", help="Only this category.")] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="Only chunks with this tag (repeatable).")] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Only chunks with this tag (repeatable).")
+    ] = None,
     since: Annotated[
         datetime | None, typer.Option("--since", help="Only chunks fetched at or after this date.")
     ] = None,
@@ -124,7 +128,9 @@ def search(
         )
         stdout.print(f"   [dim]{escape(result.source_url)}[/]", highlight=False)
         snippet = result.content.strip()
-        stdout.print("   " + escape(snippet[:400] + ("…" if len(snippet) > 400 else "")).replace("\n", "\n   "))
+        stdout.print(
+            "   " + escape(snippet[:400] + ("…" if len(snippet) > 400 else "")).replace("\n", "\n   ")
+        )
         stdout.print()
 
 
@@ -164,11 +170,14 @@ def stats(as_json: JsonOption = False) -> None:
     for key in ("sources", "documents", "document_versions", "chunks", "pending_index_updates"):
         stdout.print(f"{key:>22}: {data[key]}")
     index = data["vector_index"]
-    stdout.print(f"{'vector index':>22}: {index['collection'] + ' (' + index['model_version'] + ')' if index else 'none yet'}")
+    described = f"{index['collection']} ({index['model_version']})" if index else "none yet"
+    stdout.print(f"{'vector index':>22}: {described}")
     stdout.print(f"{'database':>22}: {data['database_url']}")
     stdout.print(f"{'vectors':>22}: {data['vector_url']}")
     for row in data["chunks_per_sdk"]:
-        stdout.print(f"{'':>22}  {row['sdk_name'] or '(no sdk)'} {row['sdk_version'] or ''}: {row['chunks']} chunks")
+        stdout.print(
+            f"{'':>22}  {row['sdk_name'] or '(no sdk)'} {row['sdk_version'] or ''}: {row['chunks']} chunks"
+        )
 
 
 @app.command()
@@ -184,7 +193,9 @@ def reindex(as_json: JsonOption = False) -> None:
 
 @eval_app.command("retrieval")
 def eval_retrieval(
-    dataset: Annotated[Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")],
+    dataset: Annotated[
+        Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")
+    ],
     as_json: JsonOption = False,
 ) -> None:
     """Index a BEIR dataset in a throwaway store and report Hit@k, Recall@k, NDCG@10, MRR@10, latency."""

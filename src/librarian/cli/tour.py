@@ -34,7 +34,7 @@ def tour(
 ) -> None:
     """Ingest the AWS CLI's bundled examples and run a few searches over them."""
     try:
-        import awscli
+        import awscli  # type: ignore[import-untyped]
     except ImportError as exc:
         raise MissingExtraError("awscli", "demo") from exc
     version = metadata.version("awscli")
@@ -50,7 +50,8 @@ def tour(
             if not as_json:
                 stdout.print(
                     f"ingested [bold]aws {name}[/] examples: {report.files_seen} files, "
-                    f"{report.chunks_written} new chunks, {report.unchanged} unchanged ({report.seconds:.1f} s)"
+                    f"{report.chunks_written} new chunks, {report.unchanged} unchanged "
+                    f"({report.seconds:.1f} s)"
                 )
         for query in QUERIES:
             results = lib.search(query, sdk_name="aws-cli", sdk_version=version, top_k=3)

@@ -33,4 +33,5 @@ def normalize_rows(matrix: Matrix) -> Matrix:
     """Scale every row to unit length (rows of zeros stay zero)."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32, copy=False)
+    normalized: Matrix = (matrix / norms).astype(np.float32, copy=False)
+    return normalized

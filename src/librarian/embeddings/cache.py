@@ -97,8 +97,10 @@ class EmbeddingCache:
             for digest, vector in vectors.items()
         ]
         with self._sessions.begin() as session:
-            insert = pg_insert if session.bind is not None and session.bind.dialect.name == "postgresql" else (
-                sqlite_insert
+            insert = (
+                pg_insert
+                if session.bind is not None and session.bind.dialect.name == "postgresql"
+                else (sqlite_insert)
             )
             statement = insert(EmbeddingCacheEntry).on_conflict_do_nothing()
             session.execute(statement, rows)

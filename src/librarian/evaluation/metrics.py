@@ -28,7 +28,9 @@ def mrr_at(ranked: Sequence[str], relevant: set[str], k: int) -> float:
 
 def ndcg_at(ranked: Sequence[str], relevant: set[str], k: int) -> float:
     """Normalised discounted cumulative gain with binary relevance."""
-    dcg = sum(1.0 / math.log2(position + 1) for position, doc in enumerate(ranked[:k], start=1) if doc in relevant)
+    dcg = sum(
+        1.0 / math.log2(position + 1) for position, doc in enumerate(ranked[:k], start=1) if doc in relevant
+    )
     ideal = sum(1.0 / math.log2(position + 1) for position in range(1, min(len(relevant), k) + 1))
     return dcg / ideal if ideal else 0.0
 

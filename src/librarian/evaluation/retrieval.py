@@ -42,7 +42,10 @@ def load_beir(directory: Path) -> BeirDataset:
         record["_id"]: (str(record.get("title") or ""), str(record["text"]))
         for record in _read_jsonl(directory / "corpus.jsonl", ("_id", "text"))
     }
-    queries = {record["_id"]: str(record["text"]) for record in _read_jsonl(directory / "queries.jsonl", ("_id", "text"))}
+    queries = {
+        record["_id"]: str(record["text"])
+        for record in _read_jsonl(directory / "queries.jsonl", ("_id", "text"))
+    }
     qrels_path = directory / "qrels" / "test.tsv"
     if not qrels_path.is_file():
         raise NotFoundError(f"{qrels_path} does not exist")
@@ -116,9 +119,9 @@ def evaluate_retrieval(directory: Path, settings: Settings, top_k: int = 10) -> 
                 latencies.append((time.perf_counter() - started) * 1000)
                 ranked: list[str] = []
                 for result in results:
-                    doc_id = doc_of_file.get(result.source_url.rsplit("/", 1)[-1])
-                    if doc_id is not None and doc_id not in ranked:
-                        ranked.append(doc_id)
+                    matched = doc_of_file.get(result.source_url.rsplit("/", 1)[-1])
+                    if matched is not None and matched not in ranked:
+                        ranked.append(matched)
                 relevant = dataset.qrels[query_id]
                 for k in (1, 5, 10):
                     totals[f"hit@{k}"] += hit_at(ranked, relevant, k)

@@ -143,7 +143,9 @@ class VectorIndexManager:
         while True:
             with self._sessions() as session:
                 ids = list(
-                    session.scalars(select(Chunk.id).where(Chunk.id > last_id).order_by(Chunk.id).limit(_BATCH))
+                    session.scalars(
+                        select(Chunk.id).where(Chunk.id > last_id).order_by(Chunk.id).limit(_BATCH)
+                    )
                 )
             if not ids:
                 break
@@ -155,7 +157,7 @@ class VectorIndexManager:
                 progress(done, max(total, done))
         with self._sessions.begin() as session:
             # Catch up: chunks deleted during the build must not linger in the new collection.
-            still_there = set()
+            still_there: set[int] = set()
             ordered = sorted(indexed)
             for start in range(0, len(ordered), 500):
                 batch = ordered[start : start + 500]
@@ -181,8 +183,12 @@ class VectorIndexManager:
         self.apply_outbox()
         if old_collection and old_collection != name:
             self._store.drop(old_collection)
-        return {"collection": name, "model_version": model, "chunks": count,
-                "seconds": round(time.perf_counter() - started, 3)}
+        return {
+            "collection": name,
+            "model_version": model,
+            "chunks": count,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
 
     def _collection_name(self, generation: int) -> str:
         slug = re.sub(r"[^a-z0-9]+", "-", self._cache.embedder.model_version.lower()).strip("-")[:40]

@@ -28,7 +28,7 @@ from librarian.ingest.sources.base import SourceFile, SourceListing, SourceProbl
 from librarian.ingest.sources.git import GitCheckout
 from librarian.ingest.sources.local import list_local
 from librarian.storage import repository
-from librarian.storage.models import utcnow
+from librarian.storage.models import Source, utcnow
 
 # Chunks embedded per batch: large enough to keep the model busy, small enough to commit often.
 EMBED_BATCH_CHUNKS = 256
@@ -138,7 +138,9 @@ class IngestPipeline:
         progress: ProgressCallback | None,
     ) -> None:
         with self._sessions() as session:
-            known = {path: doc.content_hash for path, doc in repository.live_documents(session, source_id).items()}
+            known = {
+                path: doc.content_hash for path, doc in repository.live_documents(session, source_id).items()
+            }
         batch: list[_Prepared] = []
         batch_chunks = 0
         total = len(listing.files)
@@ -166,7 +168,9 @@ class IngestPipeline:
             report.deleted += len(gone)
         self._vectors.apply_outbox()
 
-    def _prepare(self, file: SourceFile, known: dict[str, str | None], report: IngestReport) -> _Prepared | None:
+    def _prepare(
+        self, file: SourceFile, known: dict[str, str | None], report: IngestReport
+    ) -> _Prepared | None:
         try:
             size = file.absolute_path.stat().st_size
             if size > self._settings.max_file_bytes:
@@ -210,8 +214,10 @@ class IngestPipeline:
                     content_hash=content_hash(embedding_text(draft.entity_name, section_path, draft.content)),
                 )
             )
-        text = data.decode("utf-8", errors="replace") if not file.path.lower().endswith(".pdf") else (
-            "\n\n".join(section.text for section in parsed.sections)
+        text = (
+            data.decode("utf-8", errors="replace")
+            if not file.path.lower().endswith(".pdf")
+            else ("\n\n".join(section.text for section in parsed.sections))
         )
         return _Prepared(file, raw_hash, text, parsed.title, chunks, is_new=file.path not in known)
 
@@ -220,13 +226,15 @@ class IngestPipeline:
             return
         # Embed the whole batch at once; the vectors land in the cache the index update reads.
         texts = [
-            embedding_text(c.entity_name, c.section_path, c.content) for prepared in batch for c in prepared.chunks
+            embedding_text(c.entity_name, c.section_path, c.content)
+            for prepared in batch
+            for c in prepared.chunks
         ]
         self._cache.embed_documents(texts)
         model = self._cache.embedder.model_version
         for prepared in batch:
             with self._sessions.begin() as session:
-                source = session.get(repository.Source, source_id)
+                source = session.get(Source, source_id)
                 assert source is not None
                 repository.store_document_version(
                     session,
@@ -253,10 +261,15 @@ class IngestPipeline:
             for key in ("files_seen", "added", "updated", "unchanged", "deleted", "failed", "chunks_written")
         }
         with self._sessions.begin() as session:
-            source = session.get(repository.Source, source_id)
+            source = session.get(Source, source_id)
             if source is not None:
                 repository.record_run(
-                    session, source, status=report.status, errors=report.problems, stats=stats, revision=revision
+                    session,
+                    source,
+                    status=report.status,
+                    errors=report.problems,
+                    stats=stats,
+                    revision=revision,
                 )
 
 

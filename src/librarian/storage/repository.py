@@ -132,7 +132,9 @@ def store_document_version(
     document.source_url = source_url
     document.deleted_at = None
     document.updated_at = fetched_at
-    scope = scope_tokens(source.sdk_name, source.sdk_version, source.document_type, source.category, source.tags)
+    scope = scope_tokens(
+        source.sdk_name, source.sdk_version, source.document_type, source.category, source.tags
+    )
     rows = [
         Chunk(
             document_id=document.id,

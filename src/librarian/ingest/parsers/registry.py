@@ -72,8 +72,8 @@ def is_probably_binary(data: bytes) -> bool:
     """Guess from the first 8 KiB whether ``data`` is binary rather than text.
 
     A NUL byte, or more than 10 % control bytes other than tab, newlines, form feed, backspace and
-    escape, means binary. Text with a UTF-16 or UTF-32 byte order mark is text despite its NULs.
-    PDF files are binary by this test: check text formats only.
+    escape, means binary. Text with a UTF-16 or UTF-32 byte order mark is text despite its NULs, and
+    data starting with the PDF signature is a document, not binary, because PDFs are parsed too.
 
     Example:
         >>> is_probably_binary(b"# Title\\n"), is_probably_binary(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
@@ -83,6 +83,8 @@ def is_probably_binary(data: bytes) -> bool:
     if not sample:
         return False
     if any(sample.startswith(bom) for bom, encoding in _BOMS if encoding != "utf-8"):
+        return False
+    if sample.startswith(b"%PDF-"):
         return False
     if b"\x00" in sample:
         return True

@@ -12,8 +12,8 @@ that real-world Sphinx and AWS CLI sources index well:
 * A paragraph made of a single bold phrase (``**To set a tag on an object**``) starts a sub-section,
   because many documents, the AWS CLI examples among them, use that instead of section headings.
 
-Parsing only runs the docutils parser, never the transforms, so nothing is included from disk or the
-network and no system message ever reaches the output.
+Only the docutils parser runs, not its transforms, with file insertion and raw output disabled:
+nothing is read from disk or the network, and system messages are skipped when rendering.
 """
 
 from __future__ import annotations
@@ -247,7 +247,10 @@ def _file_wide_metadata(document: nodes.document) -> dict[str, Any]:
 
 def _parse_doctree(text: str) -> nodes.document:
     parser = _LenientParser()
-    settings = frontend.get_default_settings(rst.Parser)
+    if hasattr(frontend, "get_default_settings"):
+        settings = frontend.get_default_settings(rst.Parser)
+    else:  # docutils < 0.19
+        settings = frontend.OptionParser(components=(rst.Parser,)).get_default_values()
     # Nothing may be read from disk or the network, and no message may be printed or abort parsing:
     # Sphinx sources are full of markup plain docutils reports as errors.
     settings.report_level = 5

@@ -48,7 +48,9 @@ class GitCheckout:
             self._git(checkout, "fetch", "--quiet", "--tags", "--force", "origin", what=f"fetch {uri}")
         else:
             self._cache_dir.mkdir(parents=True, exist_ok=True)
-            self._git(None, "clone", "--quiet", "--no-checkout", "--", uri, str(checkout), what=f"clone {uri}")
+            self._git(
+                None, "clone", "--quiet", "--no-checkout", "--", uri, str(checkout), what=f"clone {uri}"
+            )
         target = self._resolve_ref(checkout, ref, uri)
         self._git(checkout, "checkout", "--quiet", "--force", "--detach", target, what=f"check out {ref}")
         revision = self._git(checkout, "rev-parse", "HEAD", what="read HEAD").strip()
@@ -103,6 +105,8 @@ class GitCheckout:
 
 def _git_environment() -> dict[str, str]:
     # Never prompt for credentials (a hung prompt would hang the ingest) and ignore user config.
-    env = {key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG", "SSH_AUTH_SOCK"}}
+    env = {
+        key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG", "SSH_AUTH_SOCK"}
+    }
     env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_ASKPASS": "/bin/true"})
     return env

@@ -1,0 +1,182 @@
+"""Search latency at scale: warm, one query at a time, query embedding included, sdk+version filter.
+
+Builds a synthetic store of N chunks (text drawn from the AWS CLI's bundled examples, random unit
+vectors, spread over 20 SDKs x 5 versions) straight through the repository layer and the vector
+index, then times ``Librarian.search`` with a different query text each time (so the query-embedding
+cache never helps).
+
+    .venv/bin/python bench/search_latency.py --chunks 10000 --chunks 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from librarian.app import Librarian
+from librarian.config import Settings
+from librarian.embeddings.cache import content_hash
+from librarian.index.base import VectorMetadata, VectorRecord
+from librarian.index.scope import scope_tokens
+from librarian.storage.models import Chunk, Document, Source
+
+SDKS = [f"sdk{i}" for i in range(20)]
+VERSIONS = ["1.0", "1.1", "2.0", "2.1", "3.0"]
+QUERY_WORDS = [
+    "upload",
+    "bucket",
+    "object",
+    "tags",
+    "queue",
+    "message",
+    "list",
+    "delete",
+    "create",
+    "policy",
+    "instance",
+    "table",
+    "stream",
+    "key",
+    "role",
+    "user",
+    "function",
+    "invoke",
+    "snapshot",
+    "volume",
+]
+
+
+def vocabulary() -> list[str]:
+    import awscli
+
+    words: list[str] = []
+    for path in sorted((Path(awscli.__file__).parent / "examples").glob("s3*/*.rst"))[:200]:
+        words.extend(re.findall(r"[a-z][a-z0-9-]{2,}", path.read_text(encoding="utf-8").lower()))
+    return words
+
+
+def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
+    rng = random.Random(seed)
+    np_rng = np.random.default_rng(seed)
+    words = vocabulary()
+    started = time.perf_counter()
+    index = lib.vectors.active()
+    now = datetime.now(UTC)
+    per_scope = chunks // (len(SDKS) * len(VERSIONS))
+    next_id = 1
+    for sdk in SDKS:
+        for version in VERSIONS:
+            with lib.sessions.begin() as session:
+                source = Source(
+                    source_key=f"{sdk}@{version}",
+                    uri=f"bench://{sdk}/{version}",
+                    kind="local",
+                    sdk_name=sdk,
+                    sdk_version=version,
+                    document_type="sdk_reference",
+                    tags=[],
+                    last_errors=[],
+                    last_stats={},
+                )
+                session.add(source)
+                session.flush()
+                document = Document(
+                    source_id=source.id,
+                    path="synthetic.md",
+                    source_url="bench://synthetic",
+                    current_version_no=1,
+                )
+                session.add(document)
+                session.flush()
+                scope = scope_tokens(sdk, version, "sdk_reference", None, ())
+                rows = []
+                for ordinal in range(per_scope):
+                    text = " ".join(rng.choice(words) for _ in range(60))
+                    entity = f"{rng.choice(words)} {rng.choice(words)}"
+                    rows.append(
+                        Chunk(
+                            id=next_id + ordinal,
+                            document_id=document.id,
+                            document_version_no=1,
+                            ordinal=ordinal,
+                            sdk_name=sdk,
+                            sdk_version=version,
+                            entity_name=entity,
+                            entity_type="command",
+                            section_path=entity,
+                            source_url="bench://synthetic",
+                            content=text,
+                            content_hash=content_hash(text),
+                            last_fetched_at=now,
+                            embedding_model_version="synthetic",
+                            document_type="sdk_reference",
+                            category=None,
+                            tags=[],
+                            search_title=entity,
+                            search_scope=scope,
+                        )
+                    )
+                session.add_all(rows)
+            vectors = np_rng.standard_normal((per_scope, 384)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            meta = VectorMetadata(
+                sdk_name=sdk, sdk_version=version, document_type="sdk_reference", fetched_at=now
+            )
+            index.upsert([VectorRecord(next_id + i, vectors[i], meta) for i in range(per_scope)])
+            next_id += per_scope
+    return time.perf_counter() - started
+
+
+def measure(lib: Librarian, queries: int, seed: int = 11) -> dict[str, float]:
+    rng = random.Random(seed)
+    latencies = []
+    lib.search("warm up the model", sdk_name="sdk0", sdk_version="1.0")
+    for number in range(queries):
+        verb, noun, extra = (rng.choice(QUERY_WORDS) for _ in range(3))
+        query = f"how do I {verb} a {noun} with {extra} {number}"
+        sdk, version = rng.choice(SDKS), rng.choice(VERSIONS)
+        started = time.perf_counter()
+        results = lib.search(query, sdk_name=sdk, sdk_version=version, top_k=10)
+        latencies.append((time.perf_counter() - started) * 1000)
+        assert results and all(r.sdk_name == sdk and r.sdk_version == version for r in results)
+    latencies.sort()
+    return {
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
+        "mean_ms": round(statistics.fmean(latencies), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--chunks", type=int, action="append", help="store sizes (repeatable)")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--database-url", default=None, help="default: SQLite in a temporary folder")
+    parser.add_argument("--vector-url", default=None, help="default: embedded Chroma in a temporary folder")
+    args = parser.parse_args()
+    for size in args.chunks or [10_000, 100_000]:
+        with tempfile.TemporaryDirectory(prefix="librarian-bench-") as home:
+            settings = Settings(home=Path(home), database_url=args.database_url, vector_url=args.vector_url)
+            with Librarian(settings) as lib:
+                build_seconds = build(lib, size)
+                result = {
+                    "chunks": size,
+                    "build_seconds": round(build_seconds, 1),
+                    **measure(lib, args.queries),
+                }
+            print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
