@@ -21,6 +21,8 @@ from typing import NoReturn
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from librarian.index.base import VectorStore
 from librarian.index.factory import create_vector_store
@@ -131,6 +133,25 @@ def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield "pgvector+" + server.get_uri()
     finally:
         server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def postgres_without_pgvector_url() -> str:
+    """``pgvector+`` URL of the PostgreSQL at LIBRARIAN_TEST_POSTGRES_URL when it lacks pgvector."""
+    url = os.environ.get("LIBRARIAN_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            available = connection.execute(
+                text("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
+            ).scalar_one()
+    except SQLAlchemyError as exc:
+        unavailable(f"no PostgreSQL at {url} (set LIBRARIAN_TEST_POSTGRES_URL): {exc}")
+    finally:
+        engine.dispose()
+    if available:
+        pytest.skip(f"the PostgreSQL at {url} has the vector extension, so it cannot show its absence")
+    return "pgvector+" + url
 
 
 @pytest.fixture(

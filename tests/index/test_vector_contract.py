@@ -432,6 +432,17 @@ def test_unreachable_postgresql_is_unavailable() -> None:
             store.close()
 
 
+@pytest.mark.postgres
+def test_postgresql_without_the_vector_extension_is_named(postgres_without_pgvector_url: str) -> None:
+    store = create_vector_store(postgres_without_pgvector_url)
+    try:
+        with pytest.raises(BackendUnavailableError, match="'vector' extension") as caught:
+            store.open("needs-pgvector", DIM)
+        assert caught.value.hint is not None and "pgvector" in caught.value.hint
+    finally:
+        store.close()
+
+
 def test_pgvector_without_a_postgresql_engine_is_invalid() -> None:
     with pytest.raises(InvalidInputError, match="PostgreSQL"):
         create_vector_store("pgvector")

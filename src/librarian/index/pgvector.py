@@ -63,7 +63,8 @@ _FILTERED_EF_FACTOR: Final = 10
 
 # SQLSTATEs that say what went wrong, independent of the driver's exception classes.
 _UNDEFINED_TABLE: Final = "42P01"
-_UNDEFINED_FILE: Final = "58P01"
+# A missing extension is feature_not_supported since PostgreSQL 15, undefined_file before.
+_EXTENSION_MISSING: Final = frozenset({"0A000", "58P01"})
 _INSUFFICIENT_PRIVILEGE: Final = "42501"
 _DATA_EXCEPTION_CLASS: Final = "22"
 
@@ -277,21 +278,16 @@ class PgVectorIndex:
                 connection.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
                 rows = connection.execute(statement).all()
         # relaxed_order iterative scans may return rows slightly out of order.
-        hits = sorted(((int(row.id), 1.0 - float(row.distance)) for row in rows), key=lambda hit: -hit[1])
-        return hits
+        return sorted(((int(row.id), 1.0 - float(row.distance)) for row in rows), key=lambda hit: -hit[1])
 
     def _tune(self, connection: Connection, ef_search: int, *, iterate: bool) -> None:
         # set_config(..., true) is SET LOCAL: it ends with this transaction, so pooled connections
         # go back to the pool with their defaults.
-        settings = {"hnsw.ef_search": str(ef_search)}
+        calls = ["set_config('hnsw.ef_search', :ef_search, true)"]
         if iterate and self._iterative_scan:
-            settings["hnsw.iterative_scan"] = "relaxed_order"
-        calls = ", ".join(f"set_config(:name{i}, :value{i}, true)" for i in range(len(settings)))
-        parameters: dict[str, str] = {}
-        for i, (setting, value) in enumerate(settings.items()):
-            parameters[f"name{i}"] = setting
-            parameters[f"value{i}"] = value
-        connection.execute(text(f"SELECT {calls}"), parameters)
+            # Keep scanning the graph until k rows pass the filter (pgvector 0.8.0 and later).
+            calls.append("set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        connection.execute(text(f"SELECT {', '.join(calls)}"), {"ef_search": str(ef_search)})
 
     def _conditions(self, where: SearchFilter | None) -> list[ColumnElement[bool]]:
         if where is None:
@@ -353,7 +349,7 @@ class PgVectorStore:
             connection.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
         except DBAPIError as exc:
             state = _sqlstate(exc)
-            if state == _UNDEFINED_FILE:
+            if state in _EXTENSION_MISSING:
                 raise BackendUnavailableError(
                     f"the PostgreSQL server at {self._where} does not have the 'vector' extension (pgvector)",
                     hint="install pgvector on the server (https://github.com/pgvector/pgvector), "
