@@ -1,0 +1,122 @@
+"""The ``librarian`` command, run as a real subprocess the way users and agents run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LIBRARIAN = [sys.executable, "-m", "librarian.cli.main"]
+REQUIRED_RESULT_KEYS = {
+    "content",
+    "score",
+    "sdk_name",
+    "sdk_version",
+    "entity_name",
+    "source_url",
+    "last_fetched_at",
+}
+
+
+def run(home: Path, *args: str, check: int | None = 0) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1", "COLUMNS": "200"}
+    env.pop("LIBRARIAN_HOME", None)
+    result = subprocess.run(
+        [*LIBRARIAN, "--home", str(home), *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    if check is not None:
+        assert result.returncode == check, result.stderr
+    return result
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "queue.md").write_text(
+        "# send-message\n\nDelivers a message to a queue.\n\n# purge-queue\n\nDeletes all messages.\n"
+    )
+    (root / "storage.rst").write_text("put-object\n==========\n\nAdds an object to a bucket.\n")
+    return root
+
+
+def test_ingest_search_sources_stats_reindex_with_json(tmp_path: Path, docs: Path) -> None:
+    home = tmp_path / "home"
+
+    ingest = json.loads(run(home, "ingest", str(docs), "--sdk", "aws-cli", "--version", "1.45", "--json").stdout)
+    results = json.loads(
+        run(home, "search", "deliver a message", "--sdk", "aws-cli", "--version", "1.45", "--json").stdout
+    )
+    sources = json.loads(run(home, "sources", "--json").stdout)
+    stats = json.loads(run(home, "stats", "--json").stdout)
+    reindex = json.loads(run(home, "reindex", "--json").stdout)
+    again = json.loads(run(home, "search", "deliver a message", "--top-k", "1", "--json").stdout)
+
+    assert ingest["status"] == "ok" and ingest["added"] == 2
+    assert REQUIRED_RESULT_KEYS <= set(results[0]) and results[0]["entity_name"] == "send-message"
+    assert results[0]["sdk_version"] == "1.45"
+    assert sources[0]["sdk_name"] == "aws-cli" and sources[0]["last_status"] == "ok"
+    assert stats["chunks"] == 3 and stats["vector_index"]["model_version"].startswith("sentence-transformers")
+    assert reindex["chunks"] == 3
+    assert len(again) == 1 and again[0]["entity_name"] == "send-message"
+
+
+def test_human_output_names_entity_version_and_source(tmp_path: Path, docs: Path) -> None:
+    home = tmp_path / "home"
+    run(home, "ingest", str(docs), "--sdk", "aws-cli", "--version", "1.45")
+
+    out = run(home, "search", "add an object to a bucket", "--top-k", "1").stdout
+
+    assert "put-object" in out and "aws-cli 1.45" in out and "storage.rst" in out
+
+
+def test_partial_ingest_exits_3_and_reports_the_file(tmp_path: Path, docs: Path) -> None:
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.7 truncated")
+
+    result = run(tmp_path / "home", "ingest", str(docs), check=3)
+
+    assert "broken.pdf" in result.stderr
+    sources = json.loads(run(tmp_path / "home", "sources", "--json").stdout)
+    assert sources[0]["last_status"] == "partial" and sources[0]["last_errors"][0]["path"] == "broken.pdf"
+
+
+def test_errors_exit_1_with_a_message_on_stderr(tmp_path: Path) -> None:
+    missing = run(tmp_path / "home", "ingest", str(tmp_path / "nope"), check=1)
+    no_sdk = run(tmp_path / "home", "ingest", str(tmp_path), "--version", "1", check=1)
+
+    assert "does not exist" in missing.stderr and missing.stdout == ""
+    assert "--version needs --sdk" in no_sdk.stderr
+
+
+def test_eval_retrieval_reports_every_metric(tmp_path: Path) -> None:
+    dataset = tmp_path / "beir"
+    (dataset / "qrels").mkdir(parents=True)
+    corpus = [
+        {"_id": "d1", "title": "weather", "text": "Forecast of rain and sunshine for a city."},
+        {"_id": "d2", "title": "tax", "text": "Compute the sales tax of a purchase."},
+        {"_id": "d3", "title": "flights", "text": "Book airline tickets between airports."},
+    ]
+    queries = [{"_id": "q1", "text": "will it rain tomorrow"}, {"_id": "q2", "text": "sales tax on $500"}]
+    (dataset / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus))
+    (dataset / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+
+    metrics = json.loads(run(tmp_path / "home", "eval", "retrieval", str(dataset), "--json").stdout)
+
+    expected = {"hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "ndcg@10", "mrr@10", "p50_ms", "p95_ms"}
+    assert expected <= set(metrics)
+    assert metrics["hit@1"] == 100.0 and metrics["p50_ms"] > 0
+
+
+def test_eval_retrieval_names_the_bad_line(tmp_path: Path) -> None:
+    dataset = tmp_path / "beir"
+    (dataset / "qrels").mkdir(parents=True)
+    (dataset / "corpus.jsonl").write_text('{"_id": "d1", "text": "ok"}\n{not json\n')
+
+    result = run(tmp_path / "home", "eval", "retrieval", str(dataset), check=1)
+
+    assert "corpus.jsonl:2" in result.stderr

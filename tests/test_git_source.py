@@ -1,0 +1,84 @@
+"""Git sources: tags as versions, refs, fetch on refresh, and a URI git cannot clone."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from librarian.app import Librarian
+from librarian.config import Settings
+from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.errors import InvalidInputError
+from librarian.ingest.sources.git import GitCheckout
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository whose v1 documents ``--legacy`` and whose v2 renamed it to ``--modern``."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "docs").mkdir()
+    (path / "docs" / "sync.md").write_text("# sync\n\nSynchronise folders; pass --legacy for old servers.\n")
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "v1")
+    git(path, "tag", "v1")
+    (path / "docs" / "sync.md").write_text("# sync\n\nSynchronise folders; pass --modern for new servers.\n")
+    git(path, "commit", "-q", "-am", "v2")
+    git(path, "tag", "v2")
+    return path
+
+
+@pytest.fixture
+def lib(tmp_path: Path, embedder: LocalMiniLMEmbedder) -> Librarian:
+    return Librarian(Settings(home=tmp_path / "home"), embedder=embedder)
+
+
+def test_two_tags_become_two_versions(lib: Librarian, repo: Path) -> None:
+    lib.ingest(str(repo), ref="v1", sdk_name="syncer", sdk_version="1")
+    lib.ingest(str(repo), ref="v2", sdk_name="syncer", sdk_version="2")
+
+    v1 = lib.search("synchronise folders", sdk_name="syncer", sdk_version="1")
+    v2 = lib.search("synchronise folders", sdk_name="syncer", sdk_version="2")
+
+    assert "--legacy" in v1[0].content and "--modern" in v2[0].content
+    assert "@" in v1[0].source_url and v1[0].source_url.endswith("docs/sync.md")
+    revisions = {s["ref"]: s["last_revision"] for s in lib.sources()}
+    assert revisions["v1"] != revisions["v2"] and len(revisions["v1"]) == 40
+
+
+def test_branch_refresh_fetches_new_commits(lib: Librarian, repo: Path) -> None:
+    lib.ingest(str(repo), ref="main", sdk_name="syncer", sdk_version="dev")
+    (repo / "docs" / "sync.md").write_text("# sync\n\nSynchronise folders; pass --future.\n")
+    git(repo, "commit", "-q", "-am", "v3")
+
+    report = lib.ingest(str(repo), ref="main", sdk_name="syncer", sdk_version="dev")
+
+    assert report.updated == 1
+    assert "--future" in lib.search("synchronise", sdk_name="syncer", sdk_version="dev")[0].content
+
+
+def test_unknown_ref_is_a_clear_error(lib: Librarian, repo: Path) -> None:
+    with pytest.raises(InvalidInputError, match="ref 'v9' does not exist"):
+        lib.ingest(str(repo), ref="v9", sdk_name="syncer", sdk_version="9")
+
+
+def test_option_injection_through_the_uri_or_ref_is_refused(tmp_path: Path, repo: Path) -> None:
+    checkout = GitCheckout(tmp_path / "cache")
+    marker = tmp_path / "pwned"
+
+    with pytest.raises(InvalidInputError, match="may not start with '-'"):
+        checkout.list(f"--upload-pack=touch {marker}", None)
+    with pytest.raises(InvalidInputError, match="may not start with '-'"):
+        checkout.list(str(repo), f"--output={marker}")
+    assert not marker.exists()
