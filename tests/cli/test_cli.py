@@ -47,7 +47,9 @@ def docs(tmp_path: Path) -> Path:
 def test_ingest_search_sources_stats_reindex_with_json(tmp_path: Path, docs: Path) -> None:
     home = tmp_path / "home"
 
-    ingest = json.loads(run(home, "ingest", str(docs), "--sdk", "aws-cli", "--version", "1.45", "--json").stdout)
+    ingest = json.loads(
+        run(home, "ingest", str(docs), "--sdk", "aws-cli", "--version", "1.45", "--json").stdout
+    )
     results = json.loads(
         run(home, "search", "deliver a message", "--sdk", "aws-cli", "--version", "1.45", "--json").stdout
     )

