@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -34,7 +35,7 @@ def test_minilm_is_offline_normalised_and_semantic(embedder: LocalMiniLMEmbedder
 class _EmbeddingsHandler(BaseHTTPRequestHandler):
     """A tiny OpenAI-compatible /v1/embeddings server: a vector from character counts."""
 
-    requests: list[dict[str, object]] = []
+    requests: ClassVar[list[dict[str, object]]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
