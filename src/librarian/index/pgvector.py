@@ -270,7 +270,9 @@ class PgVectorIndex:
             _db_errors(f"search the vector collection {self._name!r}", self._where),
             self._engine.begin() as connection,
         ):
-            self._tune(connection, min(ef_search, _MAX_EF_SEARCH), iterate=bool(conditions))
+            if conditions or ef_search > _DEFAULT_EF_SEARCH:
+                # The common unfiltered top-k needs no tuning, which saves a round trip.
+                self._tune(connection, min(ef_search, _MAX_EF_SEARCH), iterate=bool(conditions))
             rows = connection.execute(statement).all()
             if len(rows) < k and (conditions or k > _MAX_EF_SEARCH):
                 # The index scan gave up before finding k matches; HNSW cannot be used as a bitmap,
