@@ -27,7 +27,7 @@ from librarian.config import Settings
 from librarian.embeddings.cache import content_hash
 from librarian.index.base import VectorMetadata, VectorRecord
 from librarian.index.scope import scope_tokens
-from librarian.storage.models import Chunk, Document, Source
+from librarian.storage.models import Chunk, Document, EmbeddingCacheEntry, Source
 
 SDKS = [f"sdk{i}" for i in range(20)]
 VERSIONS = ["1.0", "1.1", "2.0", "2.1", "3.0"]
@@ -56,7 +56,7 @@ QUERY_WORDS = [
 
 
 def vocabulary() -> list[str]:
-    import awscli
+    import awscli  # type: ignore[import-untyped]
 
     words: list[str] = []
     for path in sorted((Path(awscli.__file__).parent / "examples").glob("s3*/*.rst"))[:200]:
@@ -70,6 +70,7 @@ def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
     words = vocabulary()
     started = time.perf_counter()
     index = lib.vectors.active()
+    model = lib.cache.embedder.model_version
     now = datetime.now(UTC)
     per_scope = chunks // (len(SDKS) * len(VERSIONS))
     next_id = 1
@@ -100,7 +101,7 @@ def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
                 scope = scope_tokens(sdk, version, "sdk_reference", None, ())
                 rows = []
                 for ordinal in range(per_scope):
-                    text = " ".join(rng.choice(words) for _ in range(60))
+                    text = f"{sdk} {version} {ordinal} " + " ".join(rng.choice(words) for _ in range(60))
                     entity = f"{rng.choice(words)} {rng.choice(words)}"
                     rows.append(
                         Chunk(
@@ -128,6 +129,17 @@ def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
                 session.add_all(rows)
             vectors = np_rng.standard_normal((per_scope, 384)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            with lib.sessions.begin() as session:
+                # The embedding cache is what the exact scoped search (and reindex) read.
+                session.add_all(
+                    EmbeddingCacheEntry(
+                        content_hash=row.content_hash,
+                        model_version=model,
+                        dimension=384,
+                        vector=vector.tobytes(),
+                    )
+                    for row, vector in zip(rows, vectors, strict=True)
+                )
             meta = VectorMetadata(
                 sdk_name=sdk, sdk_version=version, document_type="sdk_reference", fetched_at=now
             )
@@ -164,18 +176,29 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--database-url", default=None, help="default: SQLite in a temporary folder")
     parser.add_argument("--vector-url", default=None, help="default: embedded Chroma in a temporary folder")
+    parser.add_argument(
+        "--exact-max",
+        type=int,
+        action="append",
+        help="exact_search_max_chunks values to compare (0 = ANN only)",
+    )
     args = parser.parse_args()
     for size in args.chunks or [10_000, 100_000]:
         with tempfile.TemporaryDirectory(prefix="librarian-bench-") as home:
             settings = Settings(home=Path(home), database_url=args.database_url, vector_url=args.vector_url)
             with Librarian(settings) as lib:
                 build_seconds = build(lib, size)
-                result = {
-                    "chunks": size,
-                    "build_seconds": round(build_seconds, 1),
-                    **measure(lib, args.queries),
-                }
-            print(json.dumps(result))
+                for exact_max in args.exact_max or [settings.exact_search_max_chunks]:
+                    lib.settings = settings.model_copy(update={"exact_search_max_chunks": exact_max})
+                    result = {
+                        "chunks": size,
+                        "exact_search_max_chunks": exact_max,
+                        "database": lib.engine.dialect.name,
+                        "vectors": settings.resolved_vector_url.split(":")[0],
+                        "build_seconds": round(build_seconds, 1),
+                        **measure(lib, args.queries),
+                    }
+                    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

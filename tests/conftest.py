@@ -8,13 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
 from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
-from tests.services import service_unavailable
+from tests.skipping import unavailable
+
+pytest_plugins = ["tests.service_fixtures"]
 
 POSTGRES_URL = os.environ.get(
     "LIBRARIAN_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -35,16 +37,17 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(home=tmp_path / "home")
 
 
-def _fresh_postgres_database() -> Iterator[str]:
+def _fresh_postgres_database(server_url: str = POSTGRES_URL) -> Iterator[str]:
+    """Create a uniquely named database on the server of ``server_url``; drop it afterwards."""
     name = f"librarian_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
     except OperationalError as exc:
         admin.dispose()
-        service_unavailable(f"PostgreSQL at {POSTGRES_URL} unreachable: {exc.orig}")
-    url = POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+        unavailable(f"PostgreSQL at {server_url} unreachable: {exc.orig}")
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     try:
         yield url
     finally:
@@ -59,14 +62,34 @@ def postgres_url() -> Iterator[str]:
     yield from _fresh_postgres_database()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(
+    params=[
+        "sqlite+chroma",
+        pytest.param("postgresql+chroma", marks=pytest.mark.postgres),
+        pytest.param("sqlite+chroma-server", marks=pytest.mark.chroma_server),
+        pytest.param("postgresql+pgvector", marks=pytest.mark.pgvector),
+    ]
+)
 def store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
-    """Settings for each relational backend of the contract suite (vectors: embedded Chroma)."""
-    if request.param == "sqlite":
-        yield Settings(home=tmp_path / "home")
+    """Settings for each backend combination of the facade contract suite.
+
+    ``sqlite+chroma`` is the embedded default; ``postgresql+chroma`` uses the machine's PostgreSQL;
+    ``sqlite+chroma-server`` a ``chroma run`` server (a namespace per test, since the server is
+    shared); ``postgresql+pgvector`` the PostgreSQL of ``pgserver`` for both truth and vectors.
+    """
+    home = tmp_path / "home"
+    if request.param == "sqlite+chroma":
+        yield Settings(home=home)
+    elif request.param == "postgresql+chroma":
+        yield from (Settings(home=home, database_url=url) for url in _fresh_postgres_database())
+    elif request.param == "sqlite+chroma-server":
+        server = str(request.getfixturevalue("chroma_server_url"))
+        yield Settings(home=home, vector_url=server, index_namespace=f"t{uuid.uuid4().hex[:12]}")
     else:
-        for url in _fresh_postgres_database():
-            yield Settings(home=tmp_path / "home", database_url=url)
+        server = str(request.getfixturevalue("pgvector_url")).removeprefix("pgvector+")
+        server = server.replace("postgresql://", "postgresql+psycopg://", 1)
+        for url in _fresh_postgres_database(server):
+            yield Settings(home=home, database_url=url, vector_url="pgvector")
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from librarian.embeddings.cache import EmbeddingCache
 from librarian.embeddings.factory import create_embedder
 from librarian.errors import InvalidInputError
 from librarian.index.base import SearchFilter, VectorStore
+from librarian.index.exact import ExactScopeSearch
 from librarian.index.factory import create_vector_store
 from librarian.index.hybrid import HybridRetriever
 from librarian.index.lexical import create_lexical_index
@@ -100,7 +101,9 @@ class Librarian:
         """The vector index manager over the configured vector store."""
         if self._vectors is None:
             self._vector_store = create_vector_store(self.settings.resolved_vector_url, self.engine)
-            self._vectors = VectorIndexManager(self._vector_store, self.cache, self.sessions)
+            self._vectors = VectorIndexManager(
+                self._vector_store, self.cache, self.sessions, self.settings.index_namespace
+            )
         return self._vectors
 
     def close(self) -> None:
@@ -194,6 +197,7 @@ class Librarian:
         retriever = HybridRetriever(
             self.cache,
             self._lexical,
+            ExactScopeSearch(self.sessions, self.settings.exact_search_max_chunks),
             vector_weight=self.settings.hybrid_vector_weight,
             candidates=self.settings.search_candidates,
         )

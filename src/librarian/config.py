@@ -45,6 +45,14 @@ class Settings(BaseSettings):
             "of `database_url`, or `pgvector+postgresql+psycopg://...` for another PostgreSQL."
         ),
     )
+    index_namespace: str = Field(
+        default="librarian",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$",
+        description=(
+            "Prefix of vector collection names, so several deployments can share one Chroma server "
+            "or PostgreSQL database."
+        ),
+    )
     embedding_provider: Literal["local", "openai"] = Field(
         default="local",
         description="`local` runs all-MiniLM-L6-v2 offline; `openai` calls an OpenAI-compatible endpoint.",
@@ -82,6 +90,14 @@ class Settings(BaseSettings):
         ge=0.0,
         le=1.0,
         description="Weight of the vector retriever in score fusion; the lexical one gets the rest.",
+    )
+    exact_search_max_chunks: int = Field(
+        default=20_000,
+        ge=0,
+        description=(
+            "A filtered search whose scope holds at most this many chunks is scored exactly from the "
+            "store instead of the approximate vector index (faster and complete for narrow filters)."
+        ),
     )
     git_timeout_seconds: float = Field(
         default=300.0, gt=0, description="Time limit of one git clone or fetch."

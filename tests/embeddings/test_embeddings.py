@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from pydantic import SecretStr
 
 from librarian.config import Settings
 from librarian.embeddings.cache import EmbeddingCache
@@ -75,7 +76,7 @@ def test_openai_compatible_endpoint_batches_orders_and_authenticates(endpoint: s
         embedding_provider="openai",
         embedding_url=endpoint,
         embedding_model="tiny",
-        embedding_api_key="s3cret",
+        embedding_api_key=SecretStr("s3cret"),
         embedding_batch_size=2,
     )
     model = create_embedder(settings)

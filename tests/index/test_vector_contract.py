@@ -29,7 +29,7 @@ from librarian.index.base import SearchFilter, Vector, VectorIndex, VectorMetada
 from librarian.index.factory import create_vector_store
 
 if TYPE_CHECKING:
-    from .conftest import ChromaServer
+    from tests.service_fixtures import ChromaServer
 
 DIM = 8
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.base import SearchFilter, VectorIndex
+from librarian.index.exact import ExactScopeSearch
 from librarian.index.lexical import LexicalIndex
 
 
@@ -65,11 +66,13 @@ class HybridRetriever:
         self,
         cache: EmbeddingCache,
         lexical: LexicalIndex,
+        exact: ExactScopeSearch | None = None,
         vector_weight: float = 0.5,
         candidates: int = 60,
     ) -> None:
         self._cache = cache
         self._lexical = lexical
+        self._exact = exact
         self._vector_weight = vector_weight
         self._candidates = candidates
 
@@ -79,6 +82,13 @@ class HybridRetriever:
         """The ``top_k`` best chunks for ``query`` passing ``where``."""
         k = max(self._candidates, top_k)
         query_vector = self._cache.embed_query(query)[0]
-        vector_hits = vectors.query(query_vector, k, where) if self._vector_weight > 0 else []
+        vector_hits: list[tuple[int, float]] = []
+        if self._vector_weight > 0:
+            exact = (
+                self._exact.query(query_vector, k, where, self._cache.embedder.model_version)
+                if self._exact is not None
+                else None
+            )
+            vector_hits = exact if exact is not None else vectors.query(query_vector, k, where)
         lexical_hits = self._lexical.query(query, k, where) if self._vector_weight < 1 else []
         return fuse(vector_hits, lexical_hits, self._vector_weight)[:top_k]

@@ -49,8 +49,15 @@ def chunk_metadata(chunk: Chunk) -> VectorMetadata:
 class VectorIndexManager:
     """Owns which collection serves searches and every write to the vector index."""
 
-    def __init__(self, store: VectorStore, cache: EmbeddingCache, sessions: sessionmaker[Session]) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        cache: EmbeddingCache,
+        sessions: sessionmaker[Session],
+        namespace: str = "librarian",
+    ) -> None:
         self._store = store
+        self._namespace = namespace
         self._cache = cache
         self._sessions = sessions
         self._active: VectorIndex | None = None
@@ -192,7 +199,7 @@ class VectorIndexManager:
 
     def _collection_name(self, generation: int) -> str:
         slug = re.sub(r"[^a-z0-9]+", "-", self._cache.embedder.model_version.lower()).strip("-")[:40]
-        return f"chunks-{slug}-g{generation}"
+        return f"{self._namespace}-{slug}-g{generation}"
 
 
 def _generation(collection: str) -> int:
