@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -104,14 +105,20 @@ def chroma_server_launcher() -> Callable[[Path], AbstractContextManager[ChromaSe
 
 
 @pytest.fixture(scope="session")
-def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``pgvector+postgresql://`` URL of a PostgreSQL started by ``pgserver`` (pgvector bundled)."""
+def pgvector_url() -> Iterator[str]:
+    """``pgvector+postgresql://`` URL of a PostgreSQL started by ``pgserver`` (pgvector bundled).
+
+    Its data lives outside pytest's rotating temporary folders: a second pytest session started
+    meanwhile would otherwise delete the folder of a server that is still running.
+    """
     try:
         from pgserver.postgres_server import get_server
     except ImportError:
         unavailable("the pgserver package is not installed (pip install 'librarian[test]')")
     try:
-        server = get_server(tmp_path_factory.mktemp("pgserver") / "data", cleanup_mode="delete")
+        server = get_server(
+            Path(tempfile.mkdtemp(prefix="librarian-pgserver-")) / "data", cleanup_mode="delete"
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         unavailable(f"pgserver could not start PostgreSQL: {exc}")
     try:

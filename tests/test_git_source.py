@@ -82,3 +82,12 @@ def test_option_injection_through_the_uri_or_ref_is_refused(tmp_path: Path, repo
     with pytest.raises(InvalidInputError, match="may not start with '-'"):
         checkout.list(str(repo), f"--output={marker}")
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "uri", ["https://user:token@git.example.org/repo.git", "https://token@git.example.org/repo.git"]
+)
+def test_credentials_in_the_url_are_refused_before_anything_is_stored(tmp_path: Path, uri: str) -> None:
+    with pytest.raises(InvalidInputError, match="credentials are refused"):
+        GitCheckout(tmp_path / "cache").list(uri, None)
+    assert not (tmp_path / "cache").exists()

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 
 from librarian.app import Librarian
+from librarian.errors import InvalidInputError
 from librarian.storage.models import Chunk, DocumentVersion, VectorOutboxEntry
 
 UPLOAD_DOC = """---
@@ -167,3 +170,33 @@ def test_reindex_switches_collections_and_keeps_results(library: Librarian, tmp_
     assert result["collection"] != old_collection and result["chunks"] == chunk_count(library)
     assert [r.chunk_id for r in library.search("send a message", sdk_name="aws-cli")] == before
     assert library.stats()["vector_index"]["collection"] == result["collection"]
+
+
+def test_relabelling_a_source_reaches_unchanged_chunks(library: Librarian, tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "docs")
+    library.ingest(str(docs), sdk_name="aws-cli", sdk_version="1")
+
+    report = library.ingest(str(docs), sdk_name="aws-cli", sdk_version="1", category="storage", tags=("s3",))
+
+    assert report.unchanged == 2
+    results = library.search("send a message", sdk_name="aws-cli", category="storage", tags=("s3",))
+    assert results and all(r.category == "storage" and r.tags == ["s3"] for r in results)
+    assert vector_count(library) == chunk_count(library)
+
+
+def test_version_filter_without_sdk_is_refused(library: Librarian) -> None:
+    with pytest.raises(InvalidInputError, match="needs an SDK name"):
+        library.search("anything", sdk_version="2.0")
+
+
+def test_dates_filter_in_utc_whatever_the_offset(library: Librarian, tmp_path: Path) -> None:
+    library.ingest(str(write_docs(tmp_path / "docs")), sdk_name="aws-cli", sdk_version="1")
+    fetched = datetime.fromisoformat(library.search("queue", sdk_name="aws-cli")[0].last_fetched_at)
+    assert fetched.tzinfo is not None and fetched.utcoffset() == timedelta(0)
+    # The same instant written in another zone: an hour later there, but still before the fetch.
+    before_elsewhere = (fetched - timedelta(minutes=5)).astimezone(timezone(timedelta(hours=5)))
+    after_elsewhere = (fetched + timedelta(minutes=5)).astimezone(timezone(timedelta(hours=-5)))
+
+    assert library.search("queue", sdk_name="aws-cli", fetched_after=before_elsewhere)
+    assert library.search("queue", sdk_name="aws-cli", fetched_after=after_elsewhere) == []
+    assert library.search("queue", fetched_after=after_elsewhere) == []  # no sdk: the ANN path

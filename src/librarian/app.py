@@ -7,9 +7,10 @@ are created on first use, so listing sources or printing stats never loads a mod
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -185,14 +186,16 @@ class Librarian:
             raise InvalidInputError("the search query is empty")
         if not 1 <= top_k <= 1000:
             raise InvalidInputError(f"top_k must be between 1 and 1000, got {top_k}")
+        if sdk_version is not None and sdk_name is None:
+            raise InvalidInputError("a version filter needs an SDK name: versions belong to an SDK")
         where = SearchFilter(
             sdk_name=sdk_name,
             sdk_version=sdk_version,
             document_type=document_type,
             category=category,
             tags=tuple(tags),
-            fetched_after=fetched_after,
-            fetched_before=fetched_before,
+            fetched_after=_as_utc(fetched_after),
+            fetched_before=_as_utc(fetched_before),
         )
         retriever = HybridRetriever(
             self.cache,
@@ -220,7 +223,7 @@ class Librarian:
                     entity_type=chunk.entity_type,
                     section_path=chunk.section_path,
                     source_url=chunk.source_url,
-                    last_fetched_at=chunk.last_fetched_at.isoformat(),
+                    last_fetched_at=_as_utc(chunk.last_fetched_at).isoformat(),
                     embedding_model_version=chunk.embedding_model_version,
                     document_type=chunk.document_type,
                     category=chunk.category,
@@ -273,7 +276,7 @@ class Librarian:
                 else None
             )
         result["database_url"] = self.engine.url.render_as_string(hide_password=True)
-        result["vector_url"] = self.settings.resolved_vector_url
+        result["vector_url"] = _without_password(self.settings.resolved_vector_url)
         return result
 
     def reindex(self, progress: Progress | None = None) -> dict[str, object]:
@@ -282,3 +285,21 @@ class Librarian:
         Searches keep using the old index until the new one is complete.
         """
         return self.vectors.rebuild(progress)
+
+
+def _as_utc(moment: datetime | None) -> Any:
+    """Aware UTC; a naive datetime is taken to be UTC already (SQLite returns naive UTC)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def _without_password(url: str) -> str:
+    """``url`` with any password in its user-info replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from librarian.errors import InvalidInputError
@@ -133,7 +133,7 @@ class Settings(BaseSettings):
         Raises:
             InvalidInputError: the config file is not valid TOML or names an unknown setting.
         """
-        env_values = cls()  # environment and defaults, used to find the config file
+        env_values = _validated(cls, {}, "the LIBRARIAN_* environment")  # to find the config file
         home = Path(overrides.get("home") or env_values.home).expanduser()
         path = config_file or _env_path("LIBRARIAN_CONFIG") or home / "config.toml"
         file_values: dict[str, Any] = {}
@@ -153,7 +153,21 @@ class Settings(BaseSettings):
         # Environment beats the file: keep only file values the environment does not set.
         merged = {k: v for k, v in file_values.items() if f"LIBRARIAN_{k.upper()}" not in os.environ}
         merged.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**merged)
+        return _validated(cls, merged, f"{path} or the LIBRARIAN_* environment")
+
+
+def _validated(cls: type[Settings], values: dict[str, Any], origin: str) -> Settings:
+    """``cls(**values)`` with validation errors turned into one message naming each field."""
+    try:
+        return cls(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+        )
+        raise InvalidInputError(
+            f"invalid settings from {origin}: {problems}",
+            hint="see docs/configuration.md (environment variables are LIBRARIAN_<NAME>)",
+        ) from exc
 
 
 def _env_path(name: str) -> Path | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from librarian.app import Librarian
@@ -57,9 +58,9 @@ def handle_errors() -> Iterator[None]:
     try:
         yield
     except LibrarianError as exc:
-        stderr.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        stderr.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
         if exc.hint:
-            stderr.print(f"[dim]hint: {exc.hint}[/]", highlight=False)
+            stderr.print(f"[dim]hint: {escape(exc.hint)}[/]", highlight=False)
         raise typer.Exit(EXIT_FAILURE) from exc
 
 

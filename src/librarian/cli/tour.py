@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from librarian.cli.common import librarian, print_json, progress_bar, stdout
+from librarian.cli.common import handle_errors, librarian, print_json, progress_bar, stdout
 from librarian.errors import MissingExtraError
 
 DEFAULT_SERVICES = ["s3", "s3api", "sts", "dynamodb", "sqs", "lambda"]
@@ -33,10 +33,11 @@ def tour(
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Ingest the AWS CLI's bundled examples and run a few searches over them."""
-    try:
-        import awscli  # type: ignore[import-untyped]
-    except ImportError as exc:
-        raise MissingExtraError("awscli", "demo") from exc
+    with handle_errors():
+        try:
+            import awscli  # type: ignore[import-untyped]
+        except ImportError as exc:
+            raise MissingExtraError("awscli", "demo") from exc
     version = metadata.version("awscli")
     examples = Path(awscli.__file__).parent / "examples"
     output: dict[str, object] = {"sdk_name": "aws-cli", "sdk_version": version, "ingests": [], "searches": []}

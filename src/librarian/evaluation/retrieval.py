@@ -56,7 +56,11 @@ def load_beir(directory: Path) -> BeirDataset:
             continue
         if len(fields) < 3:
             raise InvalidInputError(f"{qrels_path}:{number}: expected query-id, corpus-id, score")
-        if float(fields[2]) > 0:
+        try:
+            score = float(fields[2])
+        except ValueError as exc:
+            raise InvalidInputError(f"{qrels_path}:{number}: score {fields[2]!r} is not a number") from exc
+        if score > 0:
             qrels[fields[0]].add(fields[1])
     return BeirDataset(corpus, {q: t for q, t in queries.items() if q in qrels}, dict(qrels))
 

@@ -19,6 +19,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.embeddings.cache import EmbeddingCache
+from librarian.errors import ConflictError
 from librarian.index.base import VectorIndex, VectorMetadata, VectorRecord, VectorStore
 from librarian.storage.models import Chunk, IndexState, VectorOutboxEntry, utcnow
 
@@ -77,6 +78,12 @@ class VectorIndexManager:
                     build_seconds=0.0,
                 )
                 session.add(state)
+            if state.model_version != self._cache.embedder.model_version:
+                raise ConflictError(
+                    f"the vector index was built with {state.model_version} but the configured embedding "
+                    f"model is {self._cache.embedder.model_version}",
+                    hint="run `librarian reindex` to rebuild the index with the configured model",
+                )
             name, dimension = state.collection, state.dimension
         if self._active is None or self._active_name != name:
             self._active = self._store.open(name, dimension)
@@ -109,7 +116,10 @@ class VectorIndexManager:
             if deletes or missing:
                 index.delete([*deletes, *missing])
             with self._sessions.begin() as session:
-                session.execute(delete(VectorOutboxEntry).where(VectorOutboxEntry.id <= entries[-1][0]))
+                # Only the entries read: on PostgreSQL ids are not committed in order, so an id range
+                # could swallow an entry that committed after the read.
+                read = [entry[0] for entry in entries]
+                session.execute(delete(VectorOutboxEntry).where(VectorOutboxEntry.id.in_(read)))
             applied += len(entries)
 
     def _upsert(self, index: VectorIndex, chunk_ids: Sequence[int]) -> list[int]:

@@ -108,14 +108,20 @@ class IngestPipeline:
         report.revision = listing.revision
         report.files_seen = len(listing.files)
         report.problems.extend(_problem(p) for p in listing.problems)
+        embedded_before = self._cache.embedded_count
         try:
             self._ingest_listing(source_id, spec, listing, report, progress)
         except KeyboardInterrupt:
             report.status = "interrupted"
             self._record(source_id, report, None)
             raise
+        except LibrarianError as exc:  # e.g. the embeddings endpoint or vector server went away
+            report.status = "failed"
+            report.problems.append({"path": spec.uri, "reason": str(exc)})
+            self._record(source_id, report, None)
+            raise
         report.failed = len(report.problems)
-        report.chunks_embedded = self._cache.embedded_count
+        report.chunks_embedded = self._cache.embedded_count - embedded_before
         if report.status == "ok":
             changed = report.added + report.updated + report.deleted
             report.status = "partial" if report.problems else ("ok" if changed else "unchanged")
@@ -157,7 +163,9 @@ class IngestPipeline:
         self._write(source_id, batch, report)
         # A file that failed this time keeps its stored chunks: only files truly gone are deleted.
         listed = {f.path for f in listing.files} | {p.path for p in listing.problems}
-        gone = [path for path in known if path not in listed]
+        # A folder that could not be read hides its files; they are not gone.
+        unreadable = tuple("" if p.path == "." else p.path.rstrip("/") + "/" for p in listing.problems)
+        gone = [path for path in known if path not in listed and not path.startswith(unreadable)]
         if gone:
             now = utcnow()
             with self._sessions.begin() as session:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from librarian.index.scope import scope_tokens
@@ -53,8 +53,13 @@ class NewChunk:
 
 
 def get_or_create_source(session: Session, spec: SourceSpec) -> Source:
-    """The stored source for ``spec``; labels (type, category, tags) are updated to ``spec``'s."""
+    """The stored source for ``spec``; labels (type, category, tags) are updated to ``spec``'s.
+
+    When the labels change, the chunks already stored are relabelled in the same transaction (and
+    queued for the vector index), so unchanged files never keep stale labels.
+    """
     source = session.scalar(select(Source).where(Source.source_key == spec.key))
+    old_labels = (source.document_type, source.category, list(source.tags or [])) if source else None
     if source is None:
         source = Source(
             source_key=spec.key,
@@ -72,7 +77,27 @@ def get_or_create_source(session: Session, spec: SourceSpec) -> Source:
     source.category = spec.category
     source.tags = sorted(set(spec.tags))
     session.flush()
+    if old_labels is not None and old_labels != (source.document_type, source.category, source.tags):
+        _relabel_chunks(session, source)
     return source
+
+
+def _relabel_chunks(session: Session, source: Source) -> None:
+    document_ids = select(Document.id).where(Document.source_id == source.id).scalar_subquery()
+    session.execute(
+        update(Chunk)
+        .where(Chunk.document_id.in_(document_ids))
+        .values(
+            document_type=source.document_type,
+            category=source.category,
+            tags=list(source.tags),
+            search_scope=scope_tokens(
+                source.sdk_name, source.sdk_version, source.document_type, source.category, source.tags
+            ),
+        )
+    )
+    chunk_ids = session.scalars(select(Chunk.id).where(Chunk.document_id.in_(document_ids)))
+    session.add_all(VectorOutboxEntry(chunk_id=chunk_id, operation="upsert") for chunk_id in chunk_ids)
 
 
 def live_documents(session: Session, source_id: int) -> dict[str, Document]:
@@ -163,11 +188,6 @@ def store_document_version(
     added = [row.id for row in rows]
     session.add_all(VectorOutboxEntry(chunk_id=chunk_id, operation="upsert") for chunk_id in added)
     return document, removed, added
-
-
-def touch_document(session: Session, document: Document, fetched_at: datetime) -> None:
-    """Record that an unchanged document was seen again (its chunks stay as they are)."""
-    document.updated_at = fetched_at
 
 
 def remove_chunks(session: Session, document_id: int) -> list[int]:

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.ingest.sources.base import SourceListing
@@ -43,7 +44,15 @@ class GitCheckout:
         """
         if uri.startswith("-"):
             raise InvalidInputError(f"git URI {uri!r} may not start with '-'")
-        checkout = self._cache_dir / hashlib.sha256(uri.encode("utf-8")).hexdigest()[:24]
+        parts = urlsplit(uri)
+        if parts.password is not None or (parts.scheme in {"http", "https"} and parts.username is not None):
+            raise InvalidInputError(
+                "git URLs with credentials are refused: the URL becomes the provenance of every chunk",
+                hint="use an SSH key or a git credential helper, and pass the URL without user-info",
+            )
+        # One checkout per (repository, ref), so two refs ingested at once never share a work tree.
+        key = hashlib.sha256(f"{uri}\x1f{ref or ''}".encode()).hexdigest()[:24]
+        checkout = self._cache_dir / key
         if (checkout / ".git").is_dir():
             self._git(checkout, "fetch", "--quiet", "--tags", "--force", "origin", what=f"fetch {uri}")
         else:
@@ -108,5 +117,12 @@ def _git_environment() -> dict[str, str]:
     env = {
         key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG", "SSH_AUTH_SOCK"}
     }
-    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_ASKPASS": "/bin/true"})
+    env.update(
+        {
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_ASKPASS": "/bin/true",
+        }
+    )
     return env

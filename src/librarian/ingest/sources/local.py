@@ -41,9 +41,8 @@ def list_local(root: Path, url_prefix: str | None = None) -> SourceListing:
     problems: list[SourceProblem] = []
 
     def on_error(error: OSError) -> None:
-        problems.append(
-            SourceProblem(_relative(Path(error.filename or root), real_root), error.strerror or str(error))
-        )
+        where = _relative(Path(error.filename or real_root), real_root)
+        problems.append(SourceProblem(where or ".", f"cannot list folder: {error.strerror or error}"))
 
     for directory, subdirectories, names in os.walk(real_root, onerror=on_error, followlinks=False):
         subdirectories[:] = sorted(d for d in subdirectories if d not in SKIPPED_DIRECTORIES)

@@ -145,7 +145,8 @@ def _create_lexical_index() -> None:
             "VALUES ('delete', old.id, old.search_title, old.content, old.search_scope); END"
         )
         op.execute(
-            "CREATE TRIGGER chunks_fts_update AFTER UPDATE ON chunks BEGIN "
+            "CREATE TRIGGER chunks_fts_update AFTER UPDATE OF search_title, content, search_scope ON chunks "
+            "BEGIN "
             "INSERT INTO chunks_fts(chunks_fts, rowid, search_title, content, search_scope) "
             "VALUES ('delete', old.id, old.search_title, old.content, old.search_scope); "
             "INSERT INTO chunks_fts(rowid, search_title, content, search_scope) "

@@ -1,0 +1,51 @@
+"""Changing the embedding model: refused until `reindex`, which rolls the new model out."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from librarian.app import Librarian
+from librarian.config import Settings
+from librarian.embeddings.base import Matrix, normalize_rows
+from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.errors import ConflictError
+
+
+class HashingEmbedder:
+    """A second, different embedding model (bag of hashed words), to stand for a model change."""
+
+    model_version = "hashing-words-v1"
+    dimension = 64
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        matrix = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                matrix[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dimension] += 1.0
+        return normalize_rows(matrix)
+
+
+def test_a_new_model_needs_reindex_and_then_serves(tmp_path: Path, embedder: LocalMiniLMEmbedder) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text(
+        "# rotate-keys\n\nRotate access keys.\n\n# delete-bucket\n\nRemove a bucket.\n"
+    )
+    settings = Settings(home=tmp_path / "home")
+    with Librarian(settings, embedder=embedder) as lib:
+        lib.ingest(str(docs))
+
+    with Librarian(settings, embedder=HashingEmbedder()) as lib:
+        with pytest.raises(ConflictError, match="librarian reindex"):
+            lib.ingest(str(docs))
+        result = lib.reindex()
+        found = lib.search("delete bucket", top_k=1)
+
+    assert result["model_version"] == "hashing-words-v1" and result["chunks"] == 2
+    assert found[0].entity_name == "delete-bucket"
+    assert found[0].embedding_model_version == "hashing-words-v1"
