@@ -19,8 +19,7 @@ def test_every_setting_has_a_description() -> None:
 
 def test_configuration_doc_lists_every_setting() -> None:
     assert settings_reference() in DOCS.read_text(encoding="utf-8"), (
-        "docs/configuration.md is stale: regenerate it with "
-        "python -c 'from librarian.config import settings_reference; print(settings_reference())'"
+        "docs/configuration.md is stale: regenerate it with .venv/bin/python scripts/gen_config_docs.py"
     )
 
 

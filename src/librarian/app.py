@@ -86,6 +86,7 @@ class Librarian:
         self._vector_store: VectorStore | None = None
         self._vectors: VectorIndexManager | None = None
         self._lexical = create_lexical_index(self.engine)
+        self._retriever: HybridRetriever | None = None
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -107,8 +108,27 @@ class Librarian:
             )
         return self._vectors
 
+    @property
+    def retriever(self) -> HybridRetriever:
+        """The hybrid retriever (long-lived: it keeps a worker thread and a cache of small scopes)."""
+        if self._retriever is None:
+            self._retriever = HybridRetriever(
+                self.cache,
+                self._lexical,
+                ExactScopeSearch(
+                    self.sessions,
+                    self.settings.exact_search_max_chunks,
+                    self.settings.exact_search_cache_vectors,
+                ),
+                vector_weight=self.settings.hybrid_vector_weight,
+                candidates=self.settings.search_candidates,
+            )
+        return self._retriever
+
     def close(self) -> None:
-        """Release the database engine and the vector store."""
+        """Release the database engine, the vector store and the retriever's worker thread."""
+        if self._retriever is not None:
+            self._retriever.close()
         if self._vector_store is not None:
             self._vector_store.close()
         self.engine.dispose()
@@ -197,14 +217,7 @@ class Librarian:
             fetched_after=_as_utc(fetched_after),
             fetched_before=_as_utc(fetched_before),
         )
-        retriever = HybridRetriever(
-            self.cache,
-            self._lexical,
-            ExactScopeSearch(self.sessions, self.settings.exact_search_max_chunks),
-            vector_weight=self.settings.hybrid_vector_weight,
-            candidates=self.settings.search_candidates,
-        )
-        hits = retriever.retrieve(self.vectors.active(), query, top_k, where)
+        hits = self.retriever.retrieve(self.vectors.active(), query, top_k, where)
         with self.sessions() as session:
             chunks = repository.chunks_by_ids(session, [hit.chunk_id for hit in hits])
         results = []

@@ -99,6 +99,14 @@ class Settings(BaseSettings):
             "store instead of the approximate vector index (faster and complete for narrow filters)."
         ),
     )
+    exact_search_cache_vectors: int = Field(
+        default=100_000,
+        ge=0,
+        description=(
+            "Vectors of recently searched small scopes kept in memory for exact search "
+            "(384 dimensions: about 1.5 KB each)."
+        ),
+    )
     git_timeout_seconds: float = Field(
         default=300.0, gt=0, description="Time limit of one git clone or fetch."
     )

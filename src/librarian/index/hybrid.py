@@ -9,6 +9,7 @@ hit, which matters for documentation where an exact entity name match is strong 
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from librarian.embeddings.cache import EmbeddingCache
@@ -75,12 +76,21 @@ class HybridRetriever:
         self._exact = exact
         self._vector_weight = vector_weight
         self._candidates = candidates
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="librarian-lexical")
 
     def retrieve(
         self, vectors: VectorIndex, query: str, top_k: int, where: SearchFilter | None = None
     ) -> list[FusedHit]:
-        """The ``top_k`` best chunks for ``query`` passing ``where``."""
+        """The ``top_k`` best chunks for ``query`` passing ``where``.
+
+        The lexical query runs on a worker thread while this one embeds the query and searches
+        vectors: both spend their time outside the GIL (SQLite, torch), so on two cores the slower
+        of the two sets the latency instead of their sum.
+        """
         k = max(self._candidates, top_k)
+        lexical_future: Future[list[tuple[int, float]]] | None = None
+        if self._vector_weight < 1:
+            lexical_future = self._worker.submit(self._lexical.query, query, k, where)
         query_vector = self._cache.embed_query(query)[0]
         vector_hits: list[tuple[int, float]] = []
         if self._vector_weight > 0:
@@ -90,5 +100,9 @@ class HybridRetriever:
                 else None
             )
             vector_hits = exact if exact is not None else vectors.query(query_vector, k, where)
-        lexical_hits = self._lexical.query(query, k, where) if self._vector_weight < 1 else []
+        lexical_hits = lexical_future.result() if lexical_future is not None else []
         return fuse(vector_hits, lexical_hits, self._vector_weight)[:top_k]
+
+    def close(self) -> None:
+        """Stop the worker thread."""
+        self._worker.shutdown(wait=True)
