@@ -200,3 +200,16 @@ def test_dates_filter_in_utc_whatever_the_offset(library: Librarian, tmp_path: P
     assert library.search("queue", sdk_name="aws-cli", fetched_after=before_elsewhere)
     assert library.search("queue", sdk_name="aws-cli", fetched_after=after_elsewhere) == []
     assert library.search("queue", fetched_after=after_elsewhere) == []  # no sdk: the ANN path
+
+
+def test_repeated_scoped_search_sees_every_change(library: Librarian, tmp_path: Path) -> None:
+    docs = write_docs(tmp_path / "docs")
+    library.ingest(str(docs), sdk_name="aws-cli", sdk_version="1")
+    first = {r.entity_name for r in library.search("queue", sdk_name="aws-cli", sdk_version="1", top_k=10)}
+    (docs / "queues.md").write_text("# receive-message\n\nRetrieves messages from a queue.\n")
+    library.ingest(str(docs), sdk_name="aws-cli", sdk_version="1")
+
+    second = {r.entity_name for r in library.search("queue", sdk_name="aws-cli", sdk_version="1", top_k=10)}
+
+    assert "send-message" in first and "receive-message" not in first
+    assert "receive-message" in second and "send-message" not in second
