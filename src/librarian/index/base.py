@@ -8,6 +8,7 @@ keep working from the old one meanwhile.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +17,23 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from librarian.errors import InvalidInputError
+
 Vector = npt.NDArray[np.float32]
+
+# Chroma's rule for collection names; every backend applies it so names are portable between them.
+_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
+
+
+def validate_collection_name(name: str) -> str:
+    """Return ``name`` if every backend accepts it as a collection name, else raise InvalidInputError."""
+    if not _COLLECTION_NAME.fullmatch(name) or ".." in name:
+        raise InvalidInputError(
+            f"invalid vector collection name {name!r}",
+            hint="use 3-512 characters from a-z, A-Z, 0-9, '.', '_', '-', starting and ending with a "
+            "letter or digit",
+        )
+    return name
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ Metadata layout in Chroma (which has no list values one can filter on, and rejec
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -39,7 +38,7 @@ from librarian.errors import (
     LibrarianError,
     NotFoundError,
 )
-from librarian.index.base import SearchFilter, Vector, VectorMetadata, VectorRecord
+from librarian.index.base import SearchFilter, Vector, VectorMetadata, VectorRecord, validate_collection_name
 
 TAG_PREFIX: Final = "tag:"
 FETCHED_AT_KEY: Final = "fetched_at"
@@ -47,7 +46,6 @@ DIMENSION_KEY: Final = "dimension"
 _EQUALITY_FIELDS: Final = ("sdk_name", "sdk_version", "document_type", "category")
 
 # Chroma's own rule for collection names; checked up front for a clear message before any I/O.
-_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
 
 # Chroma (1.x, local and server) evaluates a ``where`` filter by scanning metadata, which costs
 # tens of milliseconds at 100k records even when few records match, while an unfiltered query
@@ -60,17 +58,6 @@ _OVERFETCH_MAX: Final = 400
 Op = Literal["$eq", "$gte", "$lte"]
 Scalar = str | int | bool
 Clause = tuple[str, Op, Scalar]
-
-
-def validate_collection_name(name: str) -> str:
-    """Return ``name`` if Chroma accepts it as a collection name, else raise InvalidInputError."""
-    if not _NAME_RE.fullmatch(name) or ".." in name:
-        raise InvalidInputError(
-            f"invalid vector collection name {name!r}",
-            hint="use 3-512 characters from a-z, A-Z, 0-9, '.', '_', '-', starting and ending with a "
-            "letter or digit",
-        )
-    return name
 
 
 def epoch_seconds(moment: datetime) -> int:

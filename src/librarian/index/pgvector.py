@@ -48,10 +48,9 @@ from librarian.errors import (
     LibrarianError,
     NotFoundError,
 )
-from librarian.index.base import SearchFilter, Vector, VectorMetadata, VectorRecord
+from librarian.index.base import SearchFilter, Vector, VectorMetadata, VectorRecord, validate_collection_name
 
 # The same rule as Chroma's, so one collection name works on every backend.
-_NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
 # PostgreSQL truncates identifiers at 63 bytes; index names add up to 13 characters to the table's.
 _MAX_TABLE_NAME: Final = 50
 _WRITE_BATCH: Final = 1000
@@ -85,17 +84,6 @@ def table_name(name: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:8]
         table = f"vec_{base[: _MAX_TABLE_NAME - len('vec__') - len(digest)]}_{digest}"
     return table
-
-
-def validate_collection_name(name: str) -> str:
-    """Return ``name`` if it is a valid collection name, else raise InvalidInputError."""
-    if not _NAME_RE.fullmatch(name) or ".." in name:
-        raise InvalidInputError(
-            f"invalid vector collection name {name!r}",
-            hint="use 3-512 characters from a-z, A-Z, 0-9, '.', '_', '-', starting and ending with a "
-            "letter or digit",
-        )
-    return name
 
 
 def _utc(moment: datetime) -> datetime:
