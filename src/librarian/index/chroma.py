@@ -45,8 +45,6 @@ FETCHED_AT_KEY: Final = "fetched_at"
 DIMENSION_KEY: Final = "dimension"
 _EQUALITY_FIELDS: Final = ("sdk_name", "sdk_version", "document_type", "category")
 
-# Chroma's own rule for collection names; checked up front for a clear message before any I/O.
-
 # Chroma (1.x, local and server) evaluates a ``where`` filter by scanning metadata, which costs
 # tens of milliseconds at 100k records even when few records match, while an unfiltered query
 # costs one or two. A filtered query therefore first over-fetches unfiltered candidates and filters

@@ -50,7 +50,6 @@ from librarian.errors import (
 )
 from librarian.index.base import SearchFilter, Vector, VectorMetadata, VectorRecord, validate_collection_name
 
-# The same rule as Chroma's, so one collection name works on every backend.
 # PostgreSQL truncates identifiers at 63 bytes; index names add up to 13 characters to the table's.
 _MAX_TABLE_NAME: Final = 50
 _WRITE_BATCH: Final = 1000
