@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from librarian.ingest.parsed import ParsedDocument
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,30 @@ class SourceProblem:
     reason: str
 
 
+@dataclass(frozen=True)
+class SourceDocument:
+    """A document a connector builds itself (CLI help, package introspection, OpenAPI operations).
+
+    It skips file reading and parsing: ``parsed`` holds its sections, typically one per entity
+    (``Section.path`` ending with the entity name, ``entity_type`` such as ``command``, ``option``,
+    ``function``, ``class`` or ``operation``). ``text`` is the document's canonical text: its hash
+    decides whether a re-ingest changed anything, and it is kept as the document's version history.
+
+    Attributes:
+        path: stable identity inside the source, e.g. ``s3api/put-object`` or ``requests.Session.get``.
+        url: provenance shown with every chunk, e.g. ``cli://aws/s3api/put-object``.
+        text: canonical text of the whole document.
+        parsed: the document's sections.
+        metadata: structured facts kept on every chunk of the document (e.g. ``{"options": [...]}``).
+    """
+
+    path: str
+    url: str
+    text: str
+    parsed: ParsedDocument
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class SourceListing:
     """Everything a source yields for one ingest run.
@@ -35,3 +62,4 @@ class SourceListing:
     files: list[SourceFile]
     problems: list[SourceProblem]
     revision: str | None = None
+    documents: list[SourceDocument] = field(default_factory=list)
