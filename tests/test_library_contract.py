@@ -10,6 +10,8 @@ from sqlalchemy import func, select
 
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError
+from librarian.ingest.parsed import ParsedDocument, Section
+from librarian.ingest.sources.base import SourceDocument, SourceListing
 from librarian.storage.models import Chunk, DocumentVersion, VectorOutboxEntry
 
 UPLOAD_DOC = """---
@@ -213,3 +215,42 @@ def test_repeated_scoped_search_sees_every_change(library: Librarian, tmp_path: 
 
     assert "send-message" in first and "receive-message" not in first
     assert "receive-message" in second and "send-message" not in second
+
+
+def connector_listing(tmp_path: Path, synopsis: str) -> SourceListing:
+    """What a connector (CLI help, OpenAPI...) yields: documents it built, one per entity."""
+    documents = [
+        SourceDocument(
+            path=f"s3api/{name}",
+            url=f"cli://aws/s3api/{name}",
+            text=text,
+            parsed=ParsedDocument(title=name, sections=[Section(("aws", f"s3api {name}"), text, "command")]),
+            metadata={"options": options},
+        )
+        for name, text, options in [
+            ("put-object", f"Adds an object to a bucket.\n\n```\n{synopsis}\n```", ["--bucket", "--tagging"]),
+            ("list-buckets", "Lists all buckets owned by the caller.", []),
+        ]
+    ]
+    return SourceListing(root=tmp_path, files=[], problems=[], documents=documents)
+
+
+def test_connector_documents_keep_entities_and_attributes(library: Librarian, tmp_path: Path) -> None:
+    listing = connector_listing(tmp_path, "aws s3api put-object --bucket B --key K --tagging T")
+
+    report = library.ingest_listing(
+        "cli://aws", "cli-help", lambda: listing, sdk_name="aws", sdk_version="1.4"
+    )
+    again = library.ingest_listing(
+        "cli://aws", "cli-help", lambda: listing, sdk_name="aws", sdk_version="1.4"
+    )
+    changed = connector_listing(tmp_path, "aws s3api put-object --bucket B --key K")
+    third = library.ingest_listing(
+        "cli://aws", "cli-help", lambda: changed, sdk_name="aws", sdk_version="1.4"
+    )
+
+    assert report.added == 2 and again.unchanged == 2 and third.updated == 1
+    top = library.search("upload an object with tags", sdk_name="aws", sdk_version="1.4")[0]
+    assert top.entity_name == "s3api put-object" and top.entity_type == "command"
+    assert top.attributes == {"options": ["--bucket", "--tagging"]}
+    assert top.source_url == "cli://aws/s3api/put-object" and "--tagging" not in top.content

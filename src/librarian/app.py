@@ -6,6 +6,7 @@ are created on first use, so listing sources or printing stats never loads a mod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +28,7 @@ from librarian.index.hybrid import HybridRetriever
 from librarian.index.lexical import create_lexical_index
 from librarian.index.manager import Progress, VectorIndexManager
 from librarian.ingest.pipeline import IngestPipeline, IngestReport, ProgressCallback
+from librarian.ingest.sources.base import SourceListing
 from librarian.ingest.sources.git import looks_like_git_url
 from librarian.storage import repository
 from librarian.storage.database import open_database
@@ -51,6 +53,7 @@ class SearchResult:
     document_type: str | None
     category: str | None
     tags: list[str]
+    attributes: dict[str, Any]
     vector_score: float | None
     lexical_score: float | None
 
@@ -182,6 +185,38 @@ class Librarian:
         pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
         return pipeline.run(spec, progress)
 
+    def ingest_listing(
+        self,
+        uri: str,
+        kind: str,
+        lister: Callable[[], SourceListing],
+        *,
+        sdk_name: str | None = None,
+        sdk_version: str | None = None,
+        document_type: str | None = None,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest what a connector lists (CLI help, an installed package, an OpenAPI document).
+
+        ``uri`` and ``kind`` identify the source (e.g. ``cli://aws`` and ``cli-help``); ``lister`` is
+        called once to produce the listing, so a failure to list is recorded on the source.
+        """
+        if sdk_version is not None and sdk_name is None:
+            raise InvalidInputError("a version needs an SDK name: versions belong to an SDK")
+        spec = repository.SourceSpec(
+            uri=uri,
+            kind=kind,
+            sdk_name=sdk_name,
+            sdk_version=sdk_version,
+            document_type=document_type or ("sdk_reference" if sdk_name else "document"),
+            category=category,
+            tags=tuple(tags),
+        )
+        pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
+        return pipeline.run(spec, progress, lister=lister)
+
     # -- search -------------------------------------------------------------------------------
 
     def search(
@@ -241,6 +276,7 @@ class Librarian:
                     document_type=chunk.document_type,
                     category=chunk.category,
                     tags=list(chunk.tags or []),
+                    attributes=dict(chunk.attributes or {}),
                     vector_score=hit.vector_score,
                     lexical_score=hit.lexical_score,
                 )

@@ -9,6 +9,7 @@ pending vector-index updates are applied from the outbox.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -22,9 +23,9 @@ from librarian.embeddings.cache import EmbeddingCache, content_hash
 from librarian.errors import LibrarianError
 from librarian.index.manager import VectorIndexManager, embedding_text
 from librarian.ingest.chunking import chunk_document
-from librarian.ingest.parsed import ParseError
+from librarian.ingest.parsed import ChunkDraft, ParseError
 from librarian.ingest.parsers.registry import is_probably_binary, parse_document
-from librarian.ingest.sources.base import SourceFile, SourceListing, SourceProblem
+from librarian.ingest.sources.base import SourceDocument, SourceFile, SourceListing, SourceProblem
 from librarian.ingest.sources.git import GitCheckout
 from librarian.ingest.sources.local import list_local
 from librarian.storage import repository
@@ -60,7 +61,8 @@ class IngestReport:
 
 @dataclass
 class _Prepared:
-    file: SourceFile
+    path: str
+    url: str
     raw_hash: str
     text: str
     title: str | None
@@ -86,7 +88,12 @@ class IngestPipeline:
         self._cache = cache
         self._vectors = vectors
 
-    def run(self, spec: repository.SourceSpec, progress: ProgressCallback | None = None) -> IngestReport:
+    def run(
+        self,
+        spec: repository.SourceSpec,
+        progress: ProgressCallback | None = None,
+        lister: Callable[[], SourceListing] | None = None,
+    ) -> IngestReport:
         """Ingest ``spec``; problems with single files are reported, never fatal.
 
         Raises:
@@ -99,7 +106,7 @@ class IngestPipeline:
             source_id = repository.get_or_create_source(session, spec).id
         report = IngestReport(source_id=source_id, uri=spec.uri)
         try:
-            listing = self._list(spec)
+            listing = lister() if lister is not None else self._list(spec)
         except LibrarianError as exc:
             report.status = "failed"
             report.problems.append({"path": spec.uri, "reason": str(exc)})
@@ -149,9 +156,13 @@ class IngestPipeline:
             }
         batch: list[_Prepared] = []
         batch_chunks = 0
-        total = len(listing.files)
-        for done, file in enumerate(listing.files, start=1):
-            prepared = self._prepare(file, known, report)
+        items: list[SourceFile | SourceDocument] = [*listing.files, *listing.documents]
+        total = len(items)
+        for done, item in enumerate(items, start=1):
+            if isinstance(item, SourceFile):
+                prepared = self._prepare_file(item, known, report)
+            else:
+                prepared = self._prepare_document(item, known, report)
             if prepared is not None:
                 batch.append(prepared)
                 batch_chunks += len(prepared.chunks)
@@ -162,7 +173,11 @@ class IngestPipeline:
                 progress("files", done, total)
         self._write(source_id, batch, report)
         # A file that failed this time keeps its stored chunks: only files truly gone are deleted.
-        listed = {f.path for f in listing.files} | {p.path for p in listing.problems}
+        listed = (
+            {f.path for f in listing.files}
+            | {d.path for d in listing.documents}
+            | {p.path for p in listing.problems}
+        )
         # A folder that could not be read hides its files; they are not gone.
         unreadable = tuple("" if p.path == "." else p.path.rstrip("/") + "/" for p in listing.problems)
         gone = [path for path in known if path not in listed and not path.startswith(unreadable)]
@@ -176,7 +191,26 @@ class IngestPipeline:
             report.deleted += len(gone)
         self._vectors.apply_outbox()
 
-    def _prepare(
+    def _prepare_document(
+        self, document: SourceDocument, known: dict[str, str | None], report: IngestReport
+    ) -> _Prepared | None:
+        canonical = json.dumps([document.text, document.metadata], sort_keys=True, default=str)
+        raw_hash = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        if known.get(document.path) == raw_hash:
+            report.unchanged += 1
+            return None
+        drafts = chunk_document(document.parsed, max_chars=self._settings.chunk_max_chars)
+        return _Prepared(
+            path=document.path,
+            url=document.url,
+            raw_hash=raw_hash,
+            text=document.text,
+            title=document.parsed.title,
+            chunks=_new_chunks(drafts, document.metadata),
+            is_new=document.path not in known,
+        )
+
+    def _prepare_file(
         self, file: SourceFile, known: dict[str, str | None], report: IngestReport
     ) -> _Prepared | None:
         try:
@@ -209,25 +243,21 @@ class IngestPipeline:
         except ParseError as exc:
             report.problems.append({"path": file.path, "reason": str(exc)})
             return None
-        chunks = []
-        for ordinal, draft in enumerate(drafts):
-            section_path = " > ".join(draft.section_path)
-            chunks.append(
-                repository.NewChunk(
-                    ordinal=ordinal,
-                    entity_name=draft.entity_name,
-                    entity_type=draft.entity_type,
-                    section_path=section_path,
-                    content=draft.content,
-                    content_hash=content_hash(embedding_text(draft.entity_name, section_path, draft.content)),
-                )
-            )
+        chunks = _new_chunks(drafts, {})
         text = (
             data.decode("utf-8", errors="replace")
             if not file.path.lower().endswith(".pdf")
             else ("\n\n".join(section.text for section in parsed.sections))
         )
-        return _Prepared(file, raw_hash, text, parsed.title, chunks, is_new=file.path not in known)
+        return _Prepared(
+            path=file.path,
+            url=file.url,
+            raw_hash=raw_hash,
+            text=text,
+            title=parsed.title,
+            chunks=chunks,
+            is_new=file.path not in known,
+        )
 
     def _write(self, source_id: int, batch: list[_Prepared], report: IngestReport) -> None:
         if not batch:
@@ -247,8 +277,8 @@ class IngestPipeline:
                 repository.store_document_version(
                     session,
                     source,
-                    path=prepared.file.path,
-                    source_url=prepared.file.url,
+                    path=prepared.path,
+                    source_url=prepared.url,
                     title=prepared.title,
                     raw_hash=prepared.raw_hash,
                     text=prepared.text,
@@ -279,6 +309,24 @@ class IngestPipeline:
                     stats=stats,
                     revision=revision,
                 )
+
+
+def _new_chunks(drafts: list[ChunkDraft], attributes: dict[str, Any]) -> list[repository.NewChunk]:
+    chunks = []
+    for ordinal, draft in enumerate(drafts):
+        section_path = " > ".join(draft.section_path)
+        chunks.append(
+            repository.NewChunk(
+                ordinal=ordinal,
+                entity_name=draft.entity_name,
+                entity_type=draft.entity_type,
+                section_path=section_path,
+                content=draft.content,
+                content_hash=content_hash(embedding_text(draft.entity_name, section_path, draft.content)),
+                attributes=attributes,
+            )
+        )
+    return chunks
 
 
 def _problem(problem: SourceProblem) -> dict[str, str]:

@@ -130,6 +130,8 @@ class Chunk(Base):
     document_type: Mapped[str | None] = mapped_column(String(64))
     category: Mapped[str | None] = mapped_column(String(255))
     tags: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    # Structured facts from the connector (e.g. the option names a command accepts).
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     # Derived text the lexical index reads (FTS5 triggers on SQLite, a generated tsvector on PostgreSQL).
     search_title: Mapped[str] = mapped_column(Text, default="")
     search_scope: Mapped[str] = mapped_column(Text, default="")

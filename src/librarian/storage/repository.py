@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -50,6 +50,7 @@ class NewChunk:
     section_path: str
     content: str
     content_hash: str
+    attributes: dict[str, Any] = field(default_factory=dict)
 
 
 def get_or_create_source(session: Session, spec: SourceSpec) -> Source:
@@ -178,6 +179,7 @@ def store_document_version(
             document_type=source.document_type,
             category=source.category,
             tags=list(source.tags),
+            attributes=dict(chunk.attributes),
             search_title=" ".join(filter(None, [chunk.entity_name, chunk.section_path])),
             search_scope=scope,
         )
