@@ -1,0 +1,67 @@
+"""Schema migrations: a store made by an older revision upgrades in place, data and FTS intact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, inspect, text
+
+from librarian.storage.database import MIGRATIONS_DIR, create_database_engine, open_database
+
+
+def upgrade_to(engine_url: str, revision: str) -> None:
+    engine = create_database_engine(engine_url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    engine.dispose()
+
+
+def test_a_revision_0001_store_upgrades_with_its_chunks_searchable(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade_to(url, "0001")
+    old = create_engine(url)
+    with old.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO sources (id, source_key, uri, kind, tags, created_at, last_errors, last_stats) "
+                "VALUES (1, 'k', '/docs', 'local', '[]', '2026-01-01', '[]', '{}')"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO documents (id, source_id, path, source_url, current_version_no, created_at, "
+                "updated_at) VALUES (1, 1, 'a.md', 'file:///docs/a.md', 1, '2026-01-01', '2026-01-01')"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO chunks (document_id, document_version_no, ordinal, entity_type, section_path, "
+                "source_url, content, content_hash, last_fetched_at, embedding_model_version, tags, "
+                "search_title, search_scope) VALUES (1, 1, 0, 'section', 'Rotation', 'file:///docs/a.md', "
+                "'Rotate the keys quarterly', 'h', '2026-01-01', 'm', '[]', 'Rotation', '')"
+            )
+        )
+    old.dispose()
+
+    engine, _ = open_database(url)
+
+    columns = {column["name"] for column in inspect(engine).get_columns("chunks")}
+    with engine.connect() as connection:
+        attributes = connection.execute(text("SELECT attributes FROM chunks")).scalar_one()
+        hits = connection.execute(text("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'rotate'")).all()
+        revision = connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+    engine.dispose()
+    assert "attributes" in columns and attributes == "{}"
+    assert len(hits) == 1 and revision == "0002"
+
+
+def test_postgres_migrates_to_head(postgres_url: str) -> None:
+    engine, _ = open_database(postgres_url)
+    columns = {column["name"] for column in inspect(engine).get_columns("chunks")}
+    engine.dispose()
+    assert {"attributes", "search_vector", "search_scope"} <= columns
