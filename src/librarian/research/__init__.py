@@ -1,0 +1,1 @@
+"""Version-aware SDK research: SDK names and aliases, version resolution, ``research_api_usage``."""

@@ -1,0 +1,78 @@
+"""The SDK registry: which SDKs and versions are indexed, and how names people type map to them.
+
+``aws``, ``awscli`` and ``aws-cli`` are one SDK: names are compared by a normal form that drops case,
+separators and a generic trailing qualifier (``cli``, ``sdk``, ``api``, ``python``, ``py``, ``js``),
+so no tool is named in code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from librarian.research.versions import sort_versions
+from librarian.storage.models import Chunk
+
+_QUALIFIERS = ("python", "sdk", "cli", "api", "lib", "py", "js")
+
+
+def normal_form(name: str) -> str:
+    """``AWS-CLI`` -> ``aws``; ``python-requests`` stays ``pythonrequests`` (only suffixes go)."""
+    collapsed = re.sub(r"[^a-z0-9]+", "", name.lower())
+    for qualifier in _QUALIFIERS:
+        if collapsed.endswith(qualifier) and len(collapsed) > len(qualifier) + 1:
+            return collapsed[: -len(qualifier)]
+    return collapsed
+
+
+@dataclass(frozen=True)
+class IndexedSdk:
+    """One SDK as stored: its canonical name, its versions (newest first) and chunk counts."""
+
+    name: str
+    versions: list[str]
+    chunks: int
+
+
+def indexed_sdks(session: Session) -> list[IndexedSdk]:
+    """Every SDK with indexed chunks, versions sorted newest first."""
+    rows = session.execute(
+        select(Chunk.sdk_name, Chunk.sdk_version, func.count())
+        .where(Chunk.sdk_name.is_not(None))
+        .group_by(Chunk.sdk_name, Chunk.sdk_version)
+    ).all()
+    versions: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
+    for name, version, count in rows:
+        if name is None:
+            continue
+        versions.setdefault(name, [])
+        if version is not None:
+            versions[name].append(version)
+        counts[name] = counts.get(name, 0) + int(count)
+    return [IndexedSdk(name, sort_versions(versions[name]), counts[name]) for name in sorted(versions)]
+
+
+def resolve_sdk(requested: str, known: list[IndexedSdk]) -> IndexedSdk | None:
+    """The indexed SDK ``requested`` names: exact name first, then the same normal form."""
+    for sdk in known:
+        if sdk.name == requested:
+            return sdk
+    wanted = normal_form(requested)
+    matches = [sdk for sdk in known if normal_form(sdk.name) == wanted]
+    return max(matches, key=lambda sdk: sdk.chunks) if matches else None
+
+
+def closest_names(requested: str, known: list[IndexedSdk], limit: int = 3) -> list[str]:
+    """Indexed SDK names that look like ``requested`` (for "did you mean" suggestions)."""
+    by_form = {normal_form(sdk.name): sdk.name for sdk in known}
+    close = difflib.get_close_matches(normal_form(requested), list(by_form), n=limit, cutoff=0.5)
+    names = [by_form[form] for form in close]
+    names += [
+        n for n in difflib.get_close_matches(requested, [s.name for s in known], n=limit) if n not in names
+    ]
+    return names[:limit]
