@@ -16,6 +16,7 @@ from rich.table import Table
 
 from librarian.cli import common
 from librarian.cli.common import EXIT_PARTIAL, OPTIONS, librarian, print_json, progress_bar, stderr, stdout
+from librarian.cli.research import research, sdks
 from librarian.cli.tour import tour
 from librarian.evaluation.retrieval import evaluate_retrieval
 
@@ -211,6 +212,8 @@ def eval_retrieval(
 
 
 app.command()(tour)
+app.command()(research)
+app.command()(sdks)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -25,7 +25,9 @@ from librarian.storage.models import Chunk, Document, Source
 LOW_CONFIDENCE = 0.5
 CANDIDATES = 20
 SNIPPETS = 5
-OPTION_BOOST = 0.35
+# An option named in the error that a command declares is the strongest evidence there is that the
+# command is the one meant (fused scores span 0..1, so this is half the scale).
+OPTION_BOOST = 0.5
 ENTITY_BOOST = 0.25
 _OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 _WORD = re.compile(r"[A-Za-z][\w.-]*[A-Za-z0-9]")

@@ -1,0 +1,63 @@
+"""CLI commands of version-aware research: ``librarian research`` and ``librarian sdks``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from librarian.cli.common import librarian, print_json, stdout
+from librarian.research.sdks import indexed_sdks
+from librarian.research.service import research_api_usage
+
+
+def research(
+    query: Annotated[str, typer.Argument(help="What you want to do, in natural language.")],
+    sdk: Annotated[
+        str, typer.Option("--sdk", help="SDK or tool name (aliases like aws/awscli/aws-cli work).")
+    ],
+    version: Annotated[
+        str | None, typer.Option("--version", help="Version: exact, prefix (2.15), range (>=2,<3), latest.")
+    ] = None,
+    error: Annotated[
+        str | None, typer.Option("--error", help="The error text the failed command printed.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the research result as JSON.")] = False,
+) -> None:
+    """Version-correct documentation for a task, with a calibrated confidence and fallbacks."""
+    with librarian() as lib:
+        result = research_api_usage(lib, sdk, query, version=version, error_text=error)
+    if as_json:
+        print_json(result)
+        return
+    stdout.print(f"[bold]{escape(result['summary'])}[/]", highlight=False)
+    stdout.print(
+        f"confidence {result['confidence_score']:.2f}; version {result['resolved_version']} "
+        f"([dim]{escape(result['version_note'])}[/])",
+        highlight=False,
+    )
+    for rank, snippet in enumerate(result["snippets"], start=1):
+        flags = f" [red]flags: {', '.join(snippet['flags'])}[/]" if snippet["flags"] else ""
+        stdout.print(
+            f"\n[cyan]{rank}. {escape(snippet['entity_name'] or '')}[/] [dim]{snippet['score']:.3f} "
+            f"{escape(snippet['source_url'])} ({snippet['trust_level']})[/]{flags}",
+            highlight=False,
+        )
+        stdout.print("   " + escape(snippet["content"][:500]).replace("\n", "\n   "), highlight=False)
+    for suggestion in result["fallback_suggestions"]:
+        stdout.print(f"[yellow]suggestion:[/] {escape(suggestion)}", highlight=False)
+
+
+def sdks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Indexed SDKs with their versions (newest first) and chunk counts."""
+    with librarian() as lib, lib.sessions() as session:
+        found = indexed_sdks(session)
+    if as_json:
+        print_json([{"sdk_name": s.name, "versions": s.versions, "chunks": s.chunks} for s in found])
+        return
+    table = Table("sdk", "versions (newest first)", "chunks")
+    for sdk in found:
+        table.add_row(escape(sdk.name), escape(", ".join(sdk.versions)), str(sdk.chunks))
+    stdout.print(table)
