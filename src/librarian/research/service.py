@@ -9,7 +9,7 @@ suggest fallbacks when confidence is low. Never mixes versions; never invents te
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -101,7 +101,8 @@ def research_api_usage(
     results = lib.search(search_text, sdk_name=sdk.name, sdk_version=resolution.resolved, top_k=CANDIDATES)
     ranked = _rerank(results, options, f"{query}\n{errors}")
     snippets = _snippets(lib, ranked[:SNIPPETS])
-    score = _confidence(ranked)
+    features = ranking_features(ranked)
+    score = confidence(features) if features is not None else 0.0
     response: dict[str, Any] = {
         "error": False,
         "sdk_name": sdk.name,
@@ -111,6 +112,7 @@ def research_api_usage(
         "version_note": resolution.note,
         "snippets": snippets,
         "fallback_suggestions": [],
+        "confidence_features": asdict(features) if features is not None else None,
     }
     if score < LOW_CONFIDENCE or not resolution.exact or not snippets:
         response["fallback_suggestions"] = _fallbacks(
@@ -134,19 +136,18 @@ def _rerank(results: list[SearchResult], options: list[str], asked: str) -> list
     return ranked
 
 
-def _confidence(ranked: list[_Ranked]) -> float:
+def ranking_features(ranked: list[_Ranked]) -> RankingFeatures | None:
+    """The features the confidence model reads from a ranking (None when nothing was found)."""
     if not ranked:
-        return 0.0
+        return None
     top = ranked[0]
     runner_up = ranked[1].score if len(ranked) > 1 else 0.0
-    return confidence(
-        RankingFeatures(
-            cosine=top.result.vector_score or 0.0,
-            margin=max(0.0, top.score - runner_up),
-            lexical=1.0 if top.result.lexical_score is not None else 0.0,
-            option_match=1.0 if top.option_match else 0.0,
-            entity_match=1.0 if top.entity_match else 0.0,
-        )
+    return RankingFeatures(
+        cosine=top.result.vector_score or 0.0,
+        margin=max(0.0, top.score - runner_up),
+        lexical=1.0 if top.result.lexical_score is not None else 0.0,
+        option_match=1.0 if top.option_match else 0.0,
+        entity_match=1.0 if top.entity_match else 0.0,
     )
 
 
