@@ -17,7 +17,8 @@ import yaml
 
 from librarian.errors import BackendUnavailableError, InvalidInputError, NotFoundError
 from librarian.ingest.sources.base import SourceDocument
-from librarian.ingest.sources.openapi import _check_peer, fetch_openapi, load_openapi, openapi_documents
+from librarian.ingest.sources.openapi import fetch_openapi, load_openapi, openapi_documents
+from librarian.ingest.sources.remote import _check_peer
 
 PETSTORE = textwrap.dedent(
     """\

@@ -1,0 +1,172 @@
+"""Fetching a document from a local path or an http(s) URL without becoming a proxy to private networks.
+
+Hosts that resolve to loopback, private, link-local, reserved or other non-public addresses are refused
+unless explicitly allowed; every redirect target and the connected peer are checked again.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from pathlib import Path
+
+import httpx
+
+from librarian.errors import BackendUnavailableError, InvalidInputError, NotFoundError
+
+MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
+MAX_REDIRECTS = 5
+
+
+def fetch_document(
+    location: str, *, allow_private: bool = False, timeout: float = 30.0, max_bytes: int = MAX_DOCUMENT_BYTES
+) -> tuple[bytes, str]:
+    """Read a document from a local path or an http(s) URL, refusing non-public addresses.
+
+    Hosts that resolve to loopback, private, link-local, reserved or other non-public addresses are
+    refused unless ``allow_private`` is true, so a shared server cannot be made to read internal
+    services. Redirects are followed (at most :data:`MAX_REDIRECTS`), each target checked again.
+
+    Args:
+        location: a file path or an ``http://``/``https://`` URL.
+        allow_private: permit non-public addresses (a spec served on the local network).
+        timeout: seconds allowed for each network operation.
+        max_bytes: larger documents are refused while streaming.
+
+    Returns:
+        The bytes and the provenance: the final URL (after redirects), or the file's ``file://`` URI.
+
+    Raises:
+        InvalidInputError: malformed or refused URL, unsupported scheme, too many redirects, too large,
+            an HTTP error other than not-found or server-side.
+        NotFoundError: the file does not exist, or the server answered 404/410.
+        BackendUnavailableError: DNS, connection or timeout failure, or a 5xx/429 answer.
+    """
+    if "://" not in location:
+        return _read_file(Path(location), max_bytes)
+    url = _parse_url(location, location)
+    # An explicit transport disables environment proxies: the address check must see the real peer.
+    with httpx.Client(transport=httpx.HTTPTransport(), timeout=timeout) as client:
+        for _ in range(MAX_REDIRECTS + 1):
+            if not allow_private:
+                _check_host(url, location)
+            try:
+                with client.stream(
+                    "GET", url, headers={"Accept": "application/json, application/yaml, */*"}
+                ) as response:
+                    if not allow_private:
+                        _check_peer(response, url, location)
+                    if response.is_redirect:
+                        url = _parse_url(str(response.url.join(response.headers["location"])), location)
+                        continue
+                    _check_status(response, location)
+                    return _read_body(response, max_bytes, location), str(response.url)
+            except httpx.TimeoutException as exc:
+                raise BackendUnavailableError(f"timed out after {timeout}s: {_where(url, location)}") from exc
+            except httpx.RequestError as exc:
+                raise BackendUnavailableError(f"cannot fetch {_where(url, location)}: {exc}") from exc
+    raise InvalidInputError(
+        f"{location} redirects more than {MAX_REDIRECTS} times", hint="pass the final URL"
+    )
+
+
+def _read_file(path: Path, max_bytes: int) -> tuple[bytes, str]:
+    try:
+        resolved = path.expanduser().resolve(strict=True)
+        if not resolved.is_file():
+            raise InvalidInputError(f"{path} is not a regular file", hint="pass an OpenAPI JSON or YAML file")
+        with resolved.open("rb") as handle:
+            data = handle.read(max_bytes + 1)  # +1 tells "exactly at the limit" from "over it"
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"{path} does not exist", hint="pass an existing file or an http(s) URL") from exc
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symbolic link loop
+        raise InvalidInputError(f"cannot read {path}: {exc}") from exc
+    if len(data) > max_bytes:
+        raise InvalidInputError(f"{path} is over the {max_bytes:,}-byte limit for an OpenAPI document")
+    return data, resolved.as_uri()
+
+
+def _parse_url(raw: str, location: str) -> httpx.URL:
+    try:
+        url = httpx.URL(raw)
+    except httpx.InvalidURL as exc:
+        raise InvalidInputError(f"{_where(raw, location)} is not a valid URL: {exc}") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise InvalidInputError(
+            f"{_where(raw, location)}: only http(s) URLs with a host can be fetched",
+            hint="pass an http:// or https:// URL, or a local file path",
+        )
+    if url.userinfo:
+        raise InvalidInputError(
+            f"{_where(url, location)}: URLs with credentials are refused, they would become provenance",
+            hint="serve the document without credentials or download it and pass the file",
+        )
+    return url.copy_with(fragment=None)
+
+
+def _check_host(url: httpx.URL, location: str) -> None:
+    host = url.raw_host.decode("ascii")  # IDNA-encoded, so getaddrinfo sees what httpx will dial
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError) as exc:
+        raise BackendUnavailableError(f"cannot resolve {host} (fetching {location}): {exc}") from exc
+    for address in sorted(addresses):
+        _check_address(address, url, location)
+
+
+def _check_peer(response: httpx.Response, url: httpx.URL, location: str) -> None:
+    stream = response.extensions.get("network_stream")
+    peer = stream.get_extra_info("server_addr") if stream is not None else None
+    if isinstance(peer, tuple) and peer:
+        _check_address(str(peer[0]), url, location)
+
+
+def _check_address(address: str, url: httpx.URL, location: str) -> None:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 reaches the IPv4 loopback
+    problems = (
+        (ip.is_unspecified, "unspecified"), (ip.is_loopback, "loopback"), (ip.is_link_local, "link-local"),
+        (ip.is_multicast, "multicast"), (ip.is_private, "private"), (ip.is_reserved, "reserved"),
+        (not ip.is_global, "non-public"),
+    )  # fmt: skip
+    problem = next((word for flagged, word in problems if flagged), None)
+    if problem is not None:
+        resolved = address if url.host == address else f"{url.host} resolves to {address}, which"
+        raise InvalidInputError(
+            f"refused to fetch {_where(url, location)}: {resolved} is a {problem} address",
+            hint="non-public addresses are refused to protect internal services; "
+            "allow private addresses explicitly only for a host you trust",
+        )
+
+
+def _check_status(response: httpx.Response, location: str) -> None:
+    status, where = response.status_code, _where(response.url, location)
+    if status in (404, 410):
+        raise NotFoundError(f"{where} answered HTTP {status}: no document there", hint="check the URL")
+    if status >= 500 or status == 429:
+        raise BackendUnavailableError(f"{where} answered HTTP {status}", hint="try again later")
+    if status >= 300:
+        raise InvalidInputError(f"{where} answered HTTP {status} {response.reason_phrase}")
+
+
+def _read_body(response: httpx.Response, max_bytes: int, location: str) -> bytes:
+    too_large = f"{_where(response.url, location)} is over the {max_bytes:,}-byte limit"
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise InvalidInputError(too_large)
+    chunks: list[bytes] = []
+    size = 0
+    # Decoded bytes are counted, so a compressed body cannot expand past the limit either.
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise InvalidInputError(too_large)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _where(url: httpx.URL | str, location: str) -> str:
+    """The URL at fault, and the one the user gave when a redirect led elsewhere."""
+    return location if str(url) == location.split("#", 1)[0] else f"{url} (reached from {location})"
