@@ -27,6 +27,7 @@ from librarian.index.factory import create_vector_store
 from librarian.index.hybrid import HybridRetriever
 from librarian.index.lexical import create_lexical_index
 from librarian.index.manager import Progress, VectorIndexManager
+from librarian.ingest import connectors
 from librarian.ingest.pipeline import IngestPipeline, IngestReport, ProgressCallback
 from librarian.ingest.sources.base import SourceListing
 from librarian.ingest.sources.git import looks_like_git_url
@@ -217,6 +218,77 @@ class Librarian:
         pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
         return pipeline.run(spec, progress, lister=lister)
 
+    def ingest_openapi(
+        self,
+        location: str,
+        *,
+        sdk_name: str,
+        sdk_version: str | None = None,
+        allow_private: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest an OpenAPI 3.x document (file or URL), one entity per operation.
+
+        The version defaults to the document's ``info.version``. URLs that resolve to private or
+        loopback addresses are refused unless ``allow_private``.
+        """
+        version, provenance, listing = connectors.openapi_listing(location, allow_private=allow_private)
+        return self.ingest_listing(
+            provenance,
+            "openapi",
+            lambda: listing,
+            sdk_name=sdk_name,
+            sdk_version=_required_version(sdk_version or version, location),
+            progress=progress,
+        )
+
+    def ingest_package(
+        self,
+        distribution: str,
+        *,
+        sdk_name: str | None = None,
+        python: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest the public API of an installed Python distribution at its installed version.
+
+        ``python`` names the interpreter of the environment to introspect (default: this one).
+        """
+        version, listing = connectors.package_listing(distribution, python=python)
+        return self.ingest_listing(
+            f"pypi://{distribution}",
+            "python-package",
+            lambda: listing,
+            sdk_name=sdk_name or distribution,
+            sdk_version=version,
+            progress=progress,
+        )
+
+    def ingest_cli(
+        self,
+        command: str,
+        *,
+        sdk_name: str,
+        sdk_version: str | None = None,
+        scopes: tuple[str, ...] = (),
+        max_depth: int = 3,
+        max_commands: int = 2000,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest a CLI's help, one entity per command and subcommand, at the version it reports."""
+        version, listing = connectors.cli_listing(
+            command, scopes=scopes, max_depth=max_depth, max_commands=max_commands
+        )
+        scope = f"?scope={','.join(sorted(scopes))}" if scopes else ""
+        return self.ingest_listing(
+            f"cli://{command}{scope}",
+            "cli-help",
+            lambda: listing,
+            sdk_name=sdk_name,
+            sdk_version=_required_version(sdk_version or version, command),
+            progress=progress,
+        )
+
     # -- search -------------------------------------------------------------------------------
 
     def search(
@@ -352,3 +424,9 @@ def _without_password(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _required_version(version: str | None, what: str) -> str:
+    if not version:
+        raise InvalidInputError(f"cannot tell the version of {what}", hint="pass it with --version")
+    return version

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from librarian.cli import common
 from librarian.cli.common import EXIT_PARTIAL, OPTIONS, librarian, print_json, progress_bar, stderr, stdout
+from librarian.cli.connectors import ingest_cli, ingest_openapi, ingest_package
 from librarian.cli.research import research, sdks
 from librarian.cli.tour import tour
 from librarian.evaluation.retrieval import evaluate_retrieval
@@ -214,6 +215,9 @@ def eval_retrieval(
 app.command()(tour)
 app.command()(research)
 app.command()(sdks)
+app.command("ingest-cli")(ingest_cli)
+app.command("ingest-package")(ingest_package)
+app.command("ingest-openapi")(ingest_openapi)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

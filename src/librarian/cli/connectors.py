@@ -1,0 +1,89 @@
+"""CLI commands of the connectors: ``ingest-cli``, ``ingest-package``, ``ingest-openapi``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from librarian.cli.common import EXIT_PARTIAL, librarian, print_json, progress_bar, stderr, stdout
+from librarian.ingest.pipeline import IngestReport
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the ingest report as JSON.")]
+
+
+def _report(report: IngestReport, as_json: bool) -> None:
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        stdout.print(
+            f"[bold]{escape(report.uri)}[/]: {report.status} — {report.files_seen} entities, "
+            f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
+            f"{report.deleted} deleted; {report.chunks_written} chunks in {report.seconds:.1f} s",
+            highlight=False,
+        )
+        for problem in report.problems:
+            stderr.print(f"[yellow]skipped[/] {escape(problem['path'])}: {escape(problem['reason'])}")
+    if report.problems:
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def ingest_cli(
+    command: Annotated[str, typer.Argument(help="The tool to document (aws, git, pip, ...).")],
+    sdk: Annotated[str, typer.Option("--sdk", help="SDK name to file it under.")],
+    scope: Annotated[
+        list[str] | None, typer.Option("--scope", help="Only this top-level subcommand tree (repeatable).")
+    ] = None,
+    version: Annotated[
+        str | None, typer.Option("--version", help="Override the version the tool reports.")
+    ] = None,
+    max_depth: Annotated[int, typer.Option("--max-depth", min=1, max=8, help="Subcommand depth.")] = 3,
+    max_commands: Annotated[int, typer.Option("--max-commands", min=1, help="Stop after this many.")] = 2000,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a CLI's help over its subcommands (sandboxed, in parallel) and ingest one entity per command."""
+    with librarian() as lib, progress_bar("ingesting help", enabled=not as_json) as progress:
+        report = lib.ingest_cli(
+            command,
+            sdk_name=sdk,
+            sdk_version=version,
+            scopes=tuple(scope or ()),
+            max_depth=max_depth,
+            max_commands=max_commands,
+            progress=progress,
+        )
+    _report(report, as_json)
+
+
+def ingest_package(
+    distribution: Annotated[str, typer.Argument(help="An installed distribution (e.g. requests).")],
+    sdk: Annotated[str | None, typer.Option("--sdk", help="SDK name (default: the distribution).")] = None,
+    python: Annotated[
+        str | None, typer.Option("--python", help="Interpreter of the environment to introspect.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Introspect an installed Python distribution (in a subprocess) and ingest its public API."""
+    with librarian() as lib, progress_bar("ingesting package", enabled=not as_json) as progress:
+        report = lib.ingest_package(distribution, sdk_name=sdk, python=python, progress=progress)
+    _report(report, as_json)
+
+
+def ingest_openapi(
+    location: Annotated[str, typer.Argument(help="OpenAPI 3.x document: a file or an http(s) URL.")],
+    sdk: Annotated[str, typer.Option("--sdk", help="SDK (API) name.")],
+    version: Annotated[
+        str | None, typer.Option("--version", help="API version (default: the document's info.version).")
+    ] = None,
+    allow_private: Annotated[
+        bool, typer.Option("--allow-private", help="Allow URLs on loopback or private networks.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Ingest an OpenAPI document, one entity per operation (e.g. `POST /v1/pets`)."""
+    with librarian() as lib, progress_bar("ingesting operations", enabled=not as_json) as progress:
+        report = lib.ingest_openapi(
+            location, sdk_name=sdk, sdk_version=version, allow_private=allow_private, progress=progress
+        )
+    _report(report, as_json)
