@@ -1,0 +1,394 @@
+"""The CLI help walker: real tools (AWS CLI v1, git), a hostile fake CLI, and the help parser."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from librarian.errors import InvalidInputError, NotFoundError
+from librarian.ingest.sources.cli_help import (
+    OUTPUT_CAP_BYTES,
+    CliCommand,
+    CliHelpResult,
+    cli_documents,
+    detect_cli_version,
+    walk_cli_help,
+)
+from librarian.ingest.sources.cli_help_parse import clean_help_text, parse_help
+
+AWS = Path(sys.executable).parent / "aws"
+GIT = shutil.which("git")
+
+needs_aws = pytest.mark.skipif(not AWS.exists(), reason="the AWS CLI (librarian[demo]) is not installed")
+needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed")
+
+
+def _command(result: CliHelpResult, *path: str) -> CliCommand:
+    found = [c for c in result.commands if c.path == path]
+    assert found, f"{path} not walked; walked: {[c.path for c in result.commands]}"
+    return found[0]
+
+
+def _option_names(command: CliCommand) -> set[str]:
+    return {spelling for option in command.options for spelling in option.spellings}
+
+
+# --- the real AWS CLI v1 ------------------------------------------------------------------------
+
+
+@needs_aws
+def test_aws_version_is_the_installed_awscli() -> None:
+    assert detect_cli_version(str(AWS)) == importlib.metadata.version("awscli")
+
+
+@needs_aws
+def test_aws_s3api_put_object_accepts_tagging_and_bucket() -> None:
+    # The whole s3api subtree at depth 2 takes about a minute (115 pages); a nested scope walks the
+    # same levels (aws, aws s3api, aws s3api put-object) with the same strategies.
+    result = walk_cli_help(str(AWS), scopes=("s3api put-object",), max_depth=2)
+
+    assert [c.path for c in result.commands] == [(), ("s3api",), ("s3api", "put-object")]
+    put_object = _command(result, "s3api", "put-object")
+    assert {"--tagging", "--bucket", "--key"} <= _option_names(put_object)
+    assert "--tagging" in put_object.synopsis and "--bucket" in put_object.synopsis
+    tagging = next(o for o in put_object.options if o.name == "--tagging")
+    assert tagging.takes_value and "tag-set" in tagging.description
+    assert next(o for o in put_object.options if o.name == "--region").is_global
+    assert "put-object" in _command(result, "s3api").subcommands
+    assert result.version == importlib.metadata.version("awscli")
+
+    docs = {d.path: d for d in cli_documents(result, command="aws")}
+    doc = docs["s3api/put-object"]
+    assert doc.url == "cli://aws/s3api/put-object"
+    assert doc.metadata["command"] == "aws"
+    assert doc.metadata["subcommand_path"] == ["s3api", "put-object"]
+    assert "--tagging" in doc.metadata["options"] and "--region" not in doc.metadata["options"]
+    assert "--region" in doc.metadata["global_options"]
+    (section,) = doc.parsed.sections
+    assert section.path == ("aws", "s3api put-object") and section.entity_type == "command"
+    assert "`--tagging`" in section.text and doc.text.startswith("# aws s3api put-object\n")
+    assert docs["aws"].url == "cli://aws/" and docs["aws"].parsed.sections[0].path == ("aws", "aws")
+
+
+@needs_aws
+def test_aws_scope_walks_only_the_named_service() -> None:
+    result = walk_cli_help(str(AWS), scopes=("s3api",), max_depth=1)
+
+    assert [c.path for c in result.commands] == [(), ("s3api",)]
+    root = _command(result)
+    assert len(root.subcommands) > 300 and "s3api" in root.subcommands and "ec2" in root.subcommands
+    assert len(_command(result, "s3api").subcommands) > 100
+
+
+@needs_aws
+def test_aws_s3_cp_options_do_not_include_tagging() -> None:
+    result = walk_cli_help(str(AWS), scopes=("s3",), max_depth=2)
+
+    assert {c.path[0] for c in result.commands if c.path} == {"s3"}
+    cp = _command(result, "s3", "cp")
+    names = _option_names(cp)
+    assert {"--recursive", "--dryrun", "--metadata"} <= names
+    assert "--tagging" not in names
+    assert cp.description.startswith("Copies a local file or S3 object")
+    assert {"cp", "ls", "sync"} <= set(_command(result, "s3").subcommands)
+
+
+# --- real git -----------------------------------------------------------------------------------
+
+
+@needs_git
+def test_git_commit_has_amend() -> None:
+    assert GIT is not None
+    result = walk_cli_help(GIT, scopes=("commit",), max_depth=1)
+
+    commit = _command(result, "commit")
+    assert "--amend" in _option_names(commit)
+    assert {"-m", "--message"} <= _option_names(commit)
+    assert "commit" in _command(result).subcommands
+    assert result.version is not None and result.version[0].isdigit()
+
+
+# --- a hostile fake CLI -------------------------------------------------------------------------
+
+_FAKE = """\
+#!{python}
+import json, os, subprocess, sys, time
+
+LOG = {log!r}
+args = sys.argv[1:]
+with open(os.path.join(LOG, "calls.jsonl"), "a") as calls:
+    calls.write(json.dumps(args) + "\\n")
+if args == ["--version"]:
+    print("fakecli version 3.1.4")
+    sys.exit(0)
+if not args or args[-1] != "--help":
+    print("fakecli: unknown arguments", args, file=sys.stderr)
+    sys.exit(2)
+path = args[:-1]
+if path == []:
+    with open(os.path.join(LOG, "env.json"), "w") as out:
+        json.dump(dict(os.environ), out)
+    print("Usage: fakecli <command> [options]")
+    print()
+    print("Commands:")
+    for name in ["hang", "daemon", "flood", "leaf", "group", "$(touch {pwned})", "; rm -rf {victim}"]:
+        print("  " + name.ljust(30) + "  A command.")
+    print()
+    print("Options:")
+    print("  -v, --verbose                   Talk more.")
+elif path == ["hang"]:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with open(os.path.join(LOG, "hang.pids"), "w") as out:
+        out.write(f"{{os.getpid()}} {{child.pid}}")
+    time.sleep(60)
+elif path == ["daemon"]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    with open(os.path.join(LOG, "daemon.pid"), "w") as out:
+        out.write(str(child.pid))
+    print("Usage: fakecli daemon [--detach]")
+elif path == ["flood"]:
+    sys.stdout.write("Usage: fakecli flood [--fast]\\n\\n")
+    sys.stdout.flush()
+    block = b"x" * (1024 * 1024)
+    for _ in range(50):
+        sys.stdout.buffer.write(block)
+elif path == ["leaf"]:
+    print("Usage: fakecli leaf [--tagging <value>]")
+    print()
+    print("Options:")
+    print("  --tagging <value>  Tags to set.")
+elif path == ["group"]:
+    print("Usage: fakecli group <command>")
+    print()
+    print("Commands:")
+    for i in range(30):
+        print(f"  member{{i:02d}}    Member {{i}}.")
+elif len(path) == 2 and path[0] == "group":
+    print(f"Usage: fakecli group {{path[1]}} [--flag]")
+else:
+    print("fakecli: no such command", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+@pytest.fixture
+def fake_cli(tmp_path: Path) -> Path:
+    """A CLI whose subcommands hang, flood, list hostile names and record every call."""
+    log = tmp_path / "log"
+    log.mkdir()
+    script = tmp_path / "bin" / "fakecli"
+    script.parent.mkdir()
+    script.write_text(
+        _FAKE.format(
+            python=sys.executable, log=str(log), pwned=tmp_path / "PWNED", victim=tmp_path / "victim"
+        )
+    )
+    script.chmod(0o755)
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "keep.txt").write_text("still here")
+    return script
+
+
+def _calls(fake_cli: Path) -> list[list[str]]:
+    import json
+
+    lines = (fake_cli.parent.parent / "log" / "calls.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _dead(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in {"Z", "X"}  # a zombie is dead; reaping it is its new parent's business
+
+
+def _wait_until(condition: object, timeout: float) -> bool:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())
+
+
+def test_fake_version_and_leaf_options(fake_cli: Path) -> None:
+    assert detect_cli_version(str(fake_cli)) == "3.1.4"
+    result = walk_cli_help(str(fake_cli), scopes=("leaf",), max_depth=1)
+    leaf = _command(result, "leaf")
+    assert [(o.name, o.takes_value, o.value_hint) for o in leaf.options] == [("--tagging", True, "<value>")]
+    assert leaf.help_args == ("leaf", "--help")
+    assert leaf.description == "A command."  # the page has none: the parent's summary stands in
+
+
+def test_hanging_help_is_killed_with_its_process_group(fake_cli: Path) -> None:
+    started = time.monotonic()
+    result = walk_cli_help(str(fake_cli), scopes=("hang",), max_depth=1, timeout=2.0)
+    elapsed = time.monotonic() - started
+
+    assert elapsed < 10, f"walk took {elapsed:.1f}s with a 2s timeout"
+    assert [c.path for c in result.commands] == [()]
+    (problem,) = [p for p in result.problems if p.path == "hang"]
+    assert "timed out after 2s" in problem.reason and "fakecli hang --help" in problem.reason
+    pids = (fake_cli.parent.parent / "log" / "hang.pids").read_text().split()
+    assert all(_wait_until(lambda pid=int(pid): _dead(pid), 5.0) for pid in pids)
+    # A hang is not retried with the other strategies: one call for "hang", with --help.
+    assert [call for call in _calls(fake_cli) if "hang" in call] == [["hang", "--help"]]
+
+
+def test_processes_left_behind_by_a_help_run_are_killed(fake_cli: Path) -> None:
+    result = walk_cli_help(str(fake_cli), scopes=("daemon",), max_depth=1)
+
+    assert _command(result, "daemon").synopsis == "fakecli daemon [--detach]"
+    pid = int((fake_cli.parent.parent / "log" / "daemon.pid").read_text())
+    assert _wait_until(lambda: _dead(pid), 5.0)
+
+
+def test_flooding_help_is_capped(fake_cli: Path) -> None:
+    started = time.monotonic()
+    result = walk_cli_help(str(fake_cli), scopes=("flood",), max_depth=1, timeout=20.0)
+
+    assert time.monotonic() - started < 15
+    (problem,) = [p for p in result.problems if p.path == "flood"]
+    assert "truncated" in problem.reason and str(OUTPUT_CAP_BYTES) in problem.reason
+    flood = _command(result, "flood")
+    assert flood.synopsis == "fakecli flood [--fast]"
+    assert len(flood.raw_help) <= 64 * 1024
+
+
+def test_hostile_subcommand_names_are_refused_and_never_run(fake_cli: Path, tmp_path: Path) -> None:
+    result = walk_cli_help(str(fake_cli), scopes=("leaf",), max_depth=2)
+    refused = [p.reason for p in result.problems if "refused subcommand name" in p.reason]
+
+    assert len(refused) == 2
+    assert any("$(touch" in reason for reason in refused) and any("; rm -rf" in reason for reason in refused)
+    assert not (tmp_path / "PWNED").exists()
+    assert (tmp_path / "victim" / "keep.txt").read_text() == "still here"
+    assert not [call for call in _calls(fake_cli) if any("$(" in a or ";" in a for a in call)]
+    assert _command(result).subcommands == ["hang", "daemon", "flood", "leaf", "group"]
+
+
+def test_child_sees_a_scrubbed_environment(
+    fake_cli: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    monkeypatch.setenv("FAKE_SECRET", "hunter2")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "also-secret")
+    walk_cli_help(str(fake_cli), max_depth=0, env={"FAKE_EXTRA": "on purpose"})
+
+    seen = json.loads((tmp_path / "log" / "env.json").read_text())
+    assert "FAKE_SECRET" not in seen and "AWS_SECRET_ACCESS_KEY" not in seen
+    assert "hunter2" not in json.dumps(seen)
+    assert seen["FAKE_EXTRA"] == "on purpose"
+    assert seen["HOME"] != os.environ.get("HOME") and seen["PAGER"] == "cat"
+    assert seen["AWS_EC2_METADATA_DISABLED"] == "true"
+
+
+def test_max_commands_is_respected(fake_cli: Path) -> None:
+    result = walk_cli_help(str(fake_cli), scopes=("group",), max_depth=2, max_commands=5)
+
+    assert len(result.commands) == 5
+    assert [c.path for c in result.commands][:2] == [(), ("group",)]
+    assert any("max_commands=5 reached: 27 more" in p.reason for p in result.problems)
+    walked_members = {call[1] for call in _calls(fake_cli) if len(call) == 3 and call[0] == "group"}
+    assert walked_members == {"member00", "member01", "member02"}
+
+
+def test_bad_arguments_are_refused(fake_cli: Path, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError):
+        walk_cli_help(str(fake_cli), scopes=("$(id)",))
+    with pytest.raises(InvalidInputError):
+        walk_cli_help("--help")
+    with pytest.raises(NotFoundError):
+        walk_cli_help(str(tmp_path / "no-such-tool"))
+
+
+# --- the parser on its own ----------------------------------------------------------------------
+
+
+def test_overstrike_and_ansi_are_stripped() -> None:
+    raw = b"N\x08NA\x08AM\x08ME\x08E\n       _\x08p_\x08u_\x08t - stores\n\x1b[1m--bold\x1b[0m\r\n"
+    assert clean_help_text(raw) == "NAME\n       put - stores\n--bold"
+
+
+def test_man_page_layout() -> None:
+    page = parse_help(
+        textwrap.dedent(
+            """\
+            TOOL-RUN(1)                     Tool Manual                     TOOL-RUN(1)
+
+            NAME
+                   tool-run - Run a job
+
+            SYNOPSIS
+                   tool run [--dry-run] [--[no-]color] <job>
+
+            OPTIONS
+                   -n, --dry-run
+                       Show what would run. Lines may wrap
+                       and continue here.
+
+                   --[no-]color
+                       Colour the output.
+
+                   -C <dir>, --directory=<dir>
+                       Run in <dir>.
+
+            COMMANDS
+                   add <name> [<url>]
+                       Add a job.
+
+                   o remove
+                       Remove a job.
+
+            Tool 1.0                         2024-01-01                     TOOL-RUN(1)
+            """
+        )
+    )
+    assert page.synopsis == "tool run [--dry-run] [--[no-]color] <job>"
+    assert page.description == "Run a job"
+    by_name = {o.name: o for o in page.options}
+    assert set(by_name) == {"--dry-run", "--color", "--directory"}
+    assert by_name["--dry-run"].aliases == ("-n",) and not by_name["--dry-run"].takes_value
+    assert by_name["--dry-run"].description == "Show what would run. Lines may wrap and continue here."
+    assert by_name["--color"].aliases == ("--no-color",)
+    assert by_name["--directory"].aliases == ("-C",) and by_name["--directory"].value_hint == "<dir>"
+    assert [name for name, _ in page.subcommands] == ["add", "remove"]
+
+
+def test_usage_screen_layout() -> None:
+    page = parse_help(
+        textwrap.dedent(
+            """\
+            usage: tool commit [-q] [-m <msg>]
+                               [--amend]
+
+                -q, --quiet           suppress output
+
+            Message options
+                -m, --message <message>
+                                      commit message
+                --amend               amend previous commit
+            """
+        )
+    )
+    assert page.synopsis == "tool commit [-q] [-m <msg>]\n    [--amend]"
+    assert [(o.name, o.group) for o in page.options] == [
+        ("--quiet", ""),
+        ("--message", "Message options"),
+        ("--amend", "Message options"),
+    ]
+    assert page.options[1].description == "commit message" and page.options[1].value_hint == "<message>"
