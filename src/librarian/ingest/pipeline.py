@@ -113,7 +113,7 @@ class IngestPipeline:
             self._record(source_id, report, None)
             raise
         report.revision = listing.revision
-        report.files_seen = len(listing.files)
+        report.files_seen = len(listing.files) + len(listing.documents)
         report.problems.extend(_problem(p) for p in listing.problems)
         embedded_before = self._cache.embedded_count
         try:

@@ -99,7 +99,7 @@ def research_api_usage(
     options = options_in(errors) + [o for o in options_in(query) if o not in options_in(errors)]
     search_text = " ".join(filter(None, [query, " ".join(options)]))
     results = lib.search(search_text, sdk_name=sdk.name, sdk_version=resolution.resolved, top_k=CANDIDATES)
-    ranked = _rerank(results, options, f"{query}\n{errors}")
+    ranked = _best_chunk_per_entity(_rerank(results, options, f"{query}\n{errors}"))
     snippets = _snippets(lib, ranked[:SNIPPETS])
     features = ranking_features(ranked)
     score = confidence(features) if features is not None else 0.0
@@ -134,6 +134,18 @@ def _rerank(results: list[SearchResult], options: list[str], asked: str) -> list
     ranked.sort(key=lambda r: r.result.last_fetched_at, reverse=True)
     ranked.sort(key=lambda r: -r.score)
     return ranked
+
+
+def _best_chunk_per_entity(ranked: list[_Ranked]) -> list[_Ranked]:
+    """One snippet per entity (its best chunk): five chunks of one long page are not five answers."""
+    seen: set[tuple[str | None, str]] = set()
+    kept = []
+    for item in ranked:
+        key = (item.result.entity_name, item.result.source_url)
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept
 
 
 def ranking_features(ranked: list[_Ranked]) -> RankingFeatures | None:

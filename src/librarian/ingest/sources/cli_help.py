@@ -521,10 +521,15 @@ def cli_documents(result: CliHelpResult, *, command: str) -> list[SourceDocument
 
 def _markdown_body(cmd: CliCommand, own: list[CliOption], inherited: list[CliOption]) -> str:
     parts: list[str] = []
+    # What the command does comes first: an embedder reads only the first ~256 word pieces of a
+    # chunk, and a long synopsis would otherwise fill them with option names.
+    summary, _, rest = (cmd.description or "").partition("\n\n")
+    if summary:
+        parts.append(summary)
     if cmd.synopsis:
         parts.append(f"```\n{cmd.synopsis}\n```")
-    if cmd.description:
-        parts.append(cmd.description)
+    if rest:
+        parts.append(rest)
     if own:
         lines = ["## Options", ""]
         for option in own:
