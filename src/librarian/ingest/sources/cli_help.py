@@ -503,7 +503,10 @@ def cli_documents(result: CliHelpResult, *, command: str) -> list[SourceDocument
                 text=f"# {title}\n\n{body}",
                 parsed=ParsedDocument(
                     title=title,
-                    sections=[Section(path=(command, entity), text=body, entity_type="command")],
+                    sections=[
+                        Section(path=(command, entity), text=_summary(cmd), entity_type="command"),
+                        Section(path=(command, entity), text=body, entity_type="command"),
+                    ],
                     metadata={"entity_type": "command"},
                 ),
                 metadata={
@@ -517,6 +520,33 @@ def cli_documents(result: CliHelpResult, *, command: str) -> list[SourceDocument
             )
         )
     return documents
+
+
+# Paragraphs that warn or note rather than say what a command does.
+_THIRD_PERSON = re.compile(
+    r"^(?!(?:This|Its|As|Has|Is|Was|Does|Thus|Unless|Always|Sometimes|Perhaps|Various|Previous)\b)"
+    r"[A-Z][a-z]+(?<!ss)s\b"
+)
+_ASIDE = re.compile(r"^\s*(warning|note|important|caution|deprecated|tip)\b\s*[:!-]", re.IGNORECASE)
+
+
+def _summary(cmd: CliCommand) -> str:
+    """A short first chunk: what the command does.
+
+    An embedder reads only the first ~256 word pieces of a chunk; real help pages often open with
+    warnings and kilobytes of synopsis, which would hide what the command is for.
+    """
+    paragraphs = [p.strip() for p in (cmd.description or "").split("\n\n") if p.strip()]
+    # Reference docs conventionally open the real description with a third-person verb ("Adds an
+    # object to a bucket", "Creates a queue"); notices about regions or dates do not.
+    plain = [p for p in paragraphs if not _ASIDE.match(p)]
+    purpose = next(
+        (p for p in plain if _THIRD_PERSON.match(p)), plain[0] if plain else (paragraphs or [""])[0]
+    )
+    sentences = re.split(r"(?<=[.!?])\s+", " ".join(purpose.split()))
+    # Option names stay out of it (they are in the chunk attributes and the detail chunks): sixty
+    # `--flag` names would outweigh one sentence of purpose in the embedding.
+    return " ".join(sentences[:2])[:400]
 
 
 def _markdown_body(cmd: CliCommand, own: list[CliOption], inherited: list[CliOption]) -> str:
