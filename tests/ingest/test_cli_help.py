@@ -71,8 +71,10 @@ def test_aws_s3api_put_object_accepts_tagging_and_bucket() -> None:
     assert doc.metadata["subcommand_path"] == ["s3api", "put-object"]
     assert "--tagging" in doc.metadata["options"] and "--region" not in doc.metadata["options"]
     assert "--region" in doc.metadata["global_options"]
-    (section,) = doc.parsed.sections
-    assert section.path == ("aws", "s3api put-object") and section.entity_type == "command"
+    summary, section = doc.parsed.sections
+    assert summary.path == section.path == ("aws", "s3api put-object") and section.entity_type == "command"
+    # The purpose sentence leads, past the end-of-support notices the real page opens with.
+    assert summary.text.startswith("Adds an object to a bucket.") and "--" not in summary.text
     assert "`--tagging`" in section.text and doc.text.startswith("# aws s3api put-object\n")
     assert docs["aws"].url == "cli://aws/" and docs["aws"].parsed.sections[0].path == ("aws", "aws")
 
