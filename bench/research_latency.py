@@ -4,7 +4,7 @@ Ingests the real help of the installed ``aws`` (``--scope s3 --scope s3api``) an
 of 100 other SDK versions (see search_latency.py), then times research questions with error texts,
 warm, one at a time, every question text unique (no LLM).
 
-    .venv/bin/python bench/research_latency.py --chunks 50000 --queries 200
+    .venv/bin/python -m bench.research_latency --chunks 50000 --queries 200
 """
 
 from __future__ import annotations

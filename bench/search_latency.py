@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy import func, select
 
 from librarian.app import Librarian
 from librarian.config import Settings
@@ -73,7 +74,8 @@ def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
     model = lib.cache.embedder.model_version
     now = datetime.now(UTC)
     per_scope = chunks // (len(SDKS) * len(VERSIONS))
-    next_id = 1
+    with lib.sessions() as session:  # continue after chunks already in the store
+        next_id = (session.scalar(select(func.max(Chunk.id))) or 0) + 1
     for sdk in SDKS:
         for version in VERSIONS:
             with lib.sessions.begin() as session:

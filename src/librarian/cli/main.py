@@ -212,6 +212,40 @@ def eval_retrieval(
     stdout.print(table)
 
 
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    allow_path: Annotated[
+        list[Path] | None,
+        typer.Option("--allow-path", help="Local folder POST /sources may ingest (repeatable)."),
+    ] = None,
+    mcp: Annotated[
+        bool, typer.Option("--mcp/--no-mcp", help="Also serve MCP over streamable HTTP at /mcp.")
+    ] = True,
+) -> None:
+    """Serve the REST API (OpenAPI at /docs) and, by default, MCP over streamable HTTP at /mcp."""
+    import uvicorn
+
+    from librarian.api import create_app
+    from librarian.mcp import create_mcp_server, mount_streamable_http
+
+    with librarian() as lib:
+        api = create_app(lib, allowed_roots=allow_path or ())
+        if mcp:
+            mount_streamable_http(api, create_mcp_server(lib), host=host)
+        uvicorn.run(api, host=host, port=port)
+
+
+@app.command(name="mcp")
+def mcp_stdio() -> None:
+    """Serve MCP over stdio, for agents that launch Librarian as a subprocess."""
+    from librarian.mcp import run_stdio
+
+    with librarian() as lib:
+        run_stdio(lib)
+
+
 app.command()(tour)
 app.command()(research)
 app.command()(sdks)

@@ -1,0 +1,407 @@
+"""The REST adapter: ``create_app(lib)`` exposes the facade over HTTP, one router per feature.
+
+Endpoints are thin: they validate input with pydantic models (so ``/openapi.json`` documents every
+field), call :class:`~librarian.app.Librarian` or the research service, and return plain dicts.
+Blocking work runs in FastAPI's thread pool (sync endpoints) or, for ingests, in a background job.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request, status
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from librarian.api.jobs import Job, JobRegistry, JobStatus
+from librarian.app import Librarian
+from librarian.errors import InvalidInputError, LibrarianError
+from librarian.research.sdks import indexed_sdks
+from librarian.research.service import research_api_usage
+
+KNOWLEDGE_FOLDER = "knowledge"
+_REMOTE_SCHEMES = ("http://", "https://", "ssh://")
+_SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")
+_UNSAFE_NAME = re.compile(r"[^a-z0-9]+")
+
+
+# -- models -------------------------------------------------------------------------------------
+
+
+class ErrorResponse(BaseModel):
+    """What every Librarian error looks like over HTTP."""
+
+    error: bool = True
+    category: str = Field(description="not_found, conflict, invalid_input, backend_unavailable, ...")
+    message: str = Field(description="What was wrong.")
+    hint: str | None = Field(default=None, description="What to do about it.")
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (404, 409, 422, 500, 503)
+}
+
+
+class HealthResponse(BaseModel):
+    """Liveness answer."""
+
+    status: str = "ok"
+
+
+class ResearchRequest(BaseModel):
+    """A question about an SDK, optionally with the error text a failed command printed."""
+
+    sdk_name: str = Field(min_length=1, description="SDK or tool name; aliases like `aws-cli` resolve.")
+    query: str = Field(min_length=1, description="What you are trying to do, in plain words.")
+    version: str | None = Field(
+        default=None, description="Exact version, prefix (`2.1`), range (`>=2,<3`) or `latest` (default)."
+    )
+    error_text: str | None = Field(default=None, description="The error output of the failed command.")
+
+
+class Snippet(BaseModel):
+    """One piece of documentation backing a research answer, with provenance."""
+
+    model_config = ConfigDict(extra="allow")
+
+    content: str
+    source_url: str
+    sdk_version: str | None
+    entity_name: str | None
+    last_fetched_at: str
+    score: float
+    trust_level: str
+    flags: list[str]
+
+
+class ResearchResponse(BaseModel):
+    """The research answer; ``error`` is true (with suggestions) when the SDK is not indexed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: bool
+    summary: str
+    confidence_score: float = Field(description="Calibrated probability that the top snippet answers.")
+    resolved_version: str | None
+    version_note: str
+    snippets: list[Snippet]
+    fallback_suggestions: list[str]
+
+
+class KnowledgeQuery(BaseModel):
+    """A search over everything indexed, optionally narrowed by SDK, version and labels."""
+
+    query: str = Field(min_length=1)
+    sdk_name: str | None = None
+    sdk_version: str | None = None
+    document_type: str | None = None
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list, description="Chunks must carry every one of these.")
+    top_k: int = Field(default=10, ge=1, le=100)
+
+
+class SearchHit(BaseModel):
+    """One search result with its provenance and scores."""
+
+    chunk_id: int
+    content: str
+    score: float
+    sdk_name: str | None
+    sdk_version: str | None
+    entity_name: str | None
+    entity_type: str
+    section_path: str
+    source_url: str
+    last_fetched_at: str
+    embedding_model_version: str
+    document_type: str | None
+    category: str | None
+    tags: list[str]
+    attributes: dict[str, Any]
+    vector_score: float | None
+    lexical_score: float | None
+
+
+class KnowledgeResults(BaseModel):
+    """Search results, best first."""
+
+    results: list[SearchHit]
+
+
+class KnowledgeDocument(BaseModel):
+    """An organisational knowledge document (a note, a runbook, a decision) to save and index."""
+
+    title: str = Field(min_length=1, max_length=200, description="Also names the stored file.")
+    content: str = Field(min_length=1, description="Markdown body.")
+    document_type: str = Field(default="note", min_length=1)
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+
+class IngestResult(BaseModel):
+    """What one ingest run did."""
+
+    model_config = ConfigDict(extra="allow")
+
+    source_id: int | None
+    uri: str
+    status: str = Field(description="ok, partial, failed or unchanged")
+    revision: str | None
+    files_seen: int
+    added: int
+    updated: int
+    unchanged: int
+    deleted: int
+    failed: int
+    chunks_written: int
+    chunks_embedded: int
+    seconds: float
+    problems: list[dict[str, str]]
+
+
+class SdkInfo(BaseModel):
+    """One indexed SDK: its canonical name, versions (newest first) and chunk count."""
+
+    sdk_name: str
+    versions: list[str]
+    chunks: int
+
+
+class SourceRequest(BaseModel):
+    """A source to ingest: a git URL (http, https, ssh) or an allowed local path."""
+
+    uri: str = Field(min_length=1)
+    sdk_name: str | None = None
+    sdk_version: str | None = None
+    ref: str | None = Field(default=None, description="Git branch, tag or commit.")
+    document_type: str | None = None
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+
+class JobAccepted(BaseModel):
+    """A background job was queued; poll ``GET /jobs/{job_id}``."""
+
+    job_id: str
+
+
+class JobState(BaseModel):
+    """A background job: status, timestamps, and the result or error once finished."""
+
+    id: str
+    kind: str
+    status: JobStatus
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+
+# -- routers --------------------------------------------------------------------------------------
+
+
+def _health_router() -> APIRouter:
+    router = APIRouter(tags=["health"])
+
+    @router.get("/health", response_model=HealthResponse)
+    def health() -> dict[str, str]:
+        """Liveness check: answers without touching the store or the model."""
+        return {"status": "ok"}
+
+    return router
+
+
+def _research_router(lib: Librarian) -> APIRouter:
+    router = APIRouter(tags=["research"], responses=_ERRORS)
+
+    @router.post("/research", response_model=ResearchResponse)
+    def research(body: ResearchRequest) -> dict[str, Any]:
+        """Version-correct documentation for a task or a failed command.
+
+        Resolves the SDK (aliases) and version, searches only that version, and returns an
+        extractive summary, snippets with provenance, a calibrated confidence and fallbacks. An
+        unknown SDK is not an HTTP error: the answer has ``error: true`` and suggestions.
+        """
+        return research_api_usage(lib, body.sdk_name, body.query, body.version, body.error_text)
+
+    return router
+
+
+def _knowledge_router(lib: Librarian) -> APIRouter:
+    router = APIRouter(prefix="/knowledge", tags=["knowledge"], responses=_ERRORS)
+
+    @router.post("/query", response_model=KnowledgeResults)
+    def query(body: KnowledgeQuery) -> dict[str, Any]:
+        """Hybrid (vector + lexical) search over every indexed document, best first."""
+        hits = lib.search(
+            body.query,
+            sdk_name=body.sdk_name,
+            sdk_version=body.sdk_version,
+            document_type=body.document_type,
+            category=body.category,
+            tags=tuple(body.tags),
+            top_k=body.top_k,
+        )
+        return {"results": [hit.to_dict() for hit in hits]}
+
+    @router.post("/save", response_model=IngestResult)
+    def save(body: KnowledgeDocument) -> dict[str, Any]:
+        """Save an organisational knowledge document and index it at once.
+
+        Decision: knowledge saved over the API lives as Markdown files in the data directory
+        (``<home>/knowledge/<slug>.md``), so it is versioned and re-indexed like any other source,
+        can be backed up or edited with ordinary tools, and survives a rebuild of the index. The
+        file name is derived from the title (lower-case letters, digits and dashes); the client
+        never chooses a path. Saving the same title again replaces the document. Each file is its
+        own source, so its type, category and tags never relabel other saved documents.
+
+        Raises 422 when the title has no letters or digits to name a file with.
+        """
+        path = knowledge_path(lib.settings.home, body.title)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_as_markdown(body.title, body.content), encoding="utf-8")
+        report = lib.ingest(
+            str(path), document_type=body.document_type, category=body.category, tags=tuple(body.tags)
+        )
+        return report.to_dict()
+
+    return router
+
+
+def _sdks_router(lib: Librarian) -> APIRouter:
+    router = APIRouter(tags=["sdks"], responses=_ERRORS)
+
+    @router.get("/sdks", response_model=list[SdkInfo])
+    def sdks() -> list[dict[str, Any]]:
+        """Every SDK with indexed documentation, its versions (newest first) and chunk count."""
+        with lib.sessions() as session:
+            known = indexed_sdks(session)
+        return [{"sdk_name": s.name, "versions": s.versions, "chunks": s.chunks} for s in known]
+
+    return router
+
+
+def _sources_router(lib: Librarian, jobs: JobRegistry, allowed_roots: Sequence[Path]) -> APIRouter:
+    router = APIRouter(tags=["sources"], responses=_ERRORS)
+
+    @router.post("/sources", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted)
+    def add_source(body: SourceRequest) -> dict[str, str]:
+        """Ingest a source in the background; poll ``GET /jobs/{job_id}`` for the report.
+
+        Because the API may be reachable from other machines, a local filesystem path is accepted
+        only inside one of the server's allowed roots (none by default), so clients cannot make
+        the server read arbitrary files. Git URLs (``http://``, ``https://``, ``ssh://`` and
+        ``user@host:path``) are always accepted; ``file://`` counts as a local path and ``git://``
+        is refused. Refusals answer 422 with a message saying what is allowed.
+        """
+        uri = check_source_uri(body.uri, allowed_roots)
+        job = jobs.submit(
+            "ingest",
+            lambda: lib.ingest(
+                uri,
+                sdk_name=body.sdk_name,
+                sdk_version=body.sdk_version,
+                ref=body.ref,
+                document_type=body.document_type,
+                category=body.category,
+                tags=tuple(body.tags),
+            ).to_dict(),
+        )
+        return {"job_id": job.id}
+
+    @router.get("/jobs/{job_id}", response_model=JobState)
+    def job(job_id: str) -> dict[str, Any]:
+        """The state of a background job; 404 for an unknown id."""
+        found: Job = jobs.get(job_id)
+        return found.to_dict()
+
+    return router
+
+
+# -- the app ----------------------------------------------------------------------------------
+
+
+def create_app(
+    lib: Librarian, *, allowed_roots: Sequence[Path | str] = (), jobs: JobRegistry | None = None
+) -> FastAPI:
+    """The REST API over ``lib``.
+
+    Args:
+        lib: the facade to serve (the caller owns it and closes it).
+        allowed_roots: local folders ``POST /sources`` may ingest from; empty means git URLs only.
+        jobs: the background job registry (a new one by default).
+
+    Example:
+        >>> app = create_app(Librarian(Settings.load()), allowed_roots=["/srv/docs"])  # doctest: +SKIP
+        >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
+    """
+    roots = [Path(root).expanduser().resolve() for root in allowed_roots]
+    app = FastAPI(
+        title="Librarian",
+        summary="Version-correct documentation search with provenance, for AI agents.",
+        version="0.1.0",
+    )
+    app.state.librarian = lib
+    app.state.jobs = jobs or JobRegistry()
+    app.include_router(_health_router())
+    app.include_router(_research_router(lib))
+    app.include_router(_knowledge_router(lib))
+    app.include_router(_sdks_router(lib))
+    app.include_router(_sources_router(lib, app.state.jobs, roots))
+
+    @app.exception_handler(LibrarianError)
+    async def librarian_error(request: Request, exc: LibrarianError) -> JSONResponse:
+        return JSONResponse(status_code=exc.status_code, content=exc.to_dict())
+
+    return app
+
+
+def knowledge_path(home: Path, title: str) -> Path:
+    """Where the knowledge document titled ``title`` is stored: ``<home>/knowledge/<slug>.md``.
+
+    Raises:
+        InvalidInputError: the title has no letters or digits (nothing to name a file with).
+    """
+    slug = _UNSAFE_NAME.sub("-", title.lower()).strip("-")[:80].strip("-")
+    if not slug:
+        raise InvalidInputError(
+            f"the title {title!r} cannot name a file",
+            hint="use a title with at least one ASCII letter or digit",
+        )
+    return home / KNOWLEDGE_FOLDER / f"{slug}.md"
+
+
+def _as_markdown(title: str, content: str) -> str:
+    body = content.strip()
+    return f"{body}\n" if body.startswith("# ") else f"# {title.strip()}\n\n{body}\n"
+
+
+def check_source_uri(uri: str, allowed_roots: Sequence[Path]) -> str:
+    """``uri`` if ``POST /sources`` may ingest it: a remote git URL, or a path in an allowed root.
+
+    Returns the URI to ingest (a local path resolved, ``file://`` removed).
+
+    Raises:
+        InvalidInputError: a local path outside every allowed root, or an unsupported scheme.
+    """
+    if uri.startswith(_REMOTE_SCHEMES) or _SCP_LIKE.match(uri):
+        return uri
+    if uri.startswith("git://"):
+        raise InvalidInputError(
+            f"refusing {uri!r}: the unauthenticated git:// protocol is not accepted",
+            hint="use the repository's https:// or ssh:// URL",
+        )
+    path = Path(uri.removeprefix("file://")).expanduser().resolve()
+    for root in allowed_roots:
+        if path.is_relative_to(root):
+            return str(path)
+    allowed = ", ".join(str(root) for root in allowed_roots) or "none are configured"
+    raise InvalidInputError(
+        f"refusing the local path {uri!r}: the API only reads local paths inside its allowed roots "
+        f"({allowed})",
+        hint="pass a git URL (https:// or ssh://), or start the server with this folder allowed",
+    )

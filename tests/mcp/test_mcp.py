@@ -1,0 +1,142 @@
+"""The MCP server through real client sessions: over stdio (a subprocess) and streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types
+import pytest
+import uvicorn
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from librarian.api import create_app
+from librarian.app import Librarian
+from librarian.config import Settings
+from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.mcp import create_mcp_server, mount_streamable_http
+
+TOOLS = {"research_api_usage", "search_knowledge", "list_sdks"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Path:
+    """A data directory with version 3.1 of the ``acme`` docs indexed (the facade closed again)."""
+    root = tmp_path_factory.mktemp("mcp")
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "upload.md").write_text(
+        "# Uploading files\n\nUse `acme upload --bucket NAME FILE` to upload a file to a bucket.\n",
+        encoding="utf-8",
+    )
+    with Librarian(Settings(home=root / "home"), embedder=embedder) as lib:
+        assert lib.ingest(str(docs), sdk_name="acme", sdk_version="3.1").status == "ok"
+    return root / "home"
+
+
+def structured(result: mcp_types.CallToolResult) -> Any:
+    """The tool's JSON result (structured content, else the text of its first content block)."""
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        content = result.structured_content
+        return content["result"] if isinstance(content, dict) and set(content) == {"result"} else content
+    block = result.content[0]
+    assert isinstance(block, mcp_types.TextContent)
+    return json.loads(block.text)
+
+
+async def exercise(session: ClientSession) -> None:
+    """List the tools and call each one, checking what an agent would see."""
+    await session.initialize()
+    tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert set(tools) == TOOLS
+    research_schema = tools["research_api_usage"].input_schema
+    assert set(research_schema["required"]) == {"sdk_name", "query"}
+    assert {"version", "error_text"} <= set(research_schema["properties"])
+    assert "failed" in (tools["research_api_usage"].description or "")
+
+    sdks = structured(await session.call_tool("list_sdks", {}))
+    assert sdks == [{"sdk_name": "acme", "versions": ["3.1"], "chunks": sdks[0]["chunks"]}]
+
+    answer = structured(
+        await session.call_tool("research_api_usage", {"sdk_name": "acme", "query": "upload a file"})
+    )
+    assert answer["error"] is False
+    assert answer["resolved_version"] == "3.1"
+    assert answer["snippets"][0]["source_url"].endswith("upload.md")
+
+    unknown = structured(
+        await session.call_tool("research_api_usage", {"sdk_name": "acmee", "query": "upload a file"})
+    )
+    assert unknown["error"] is True
+    assert any("acme" in s for s in unknown["fallback_suggestions"])
+
+    hits = structured(await session.call_tool("search_knowledge", {"query": "upload", "top_k": 2}))
+    assert hits[0]["sdk_version"] == "3.1"
+
+    failed = await session.call_tool("research_api_usage", {"sdk_name": "acme", "query": " "})
+    assert failed.is_error
+    block = failed.content[0]
+    assert isinstance(block, mcp_types.TextContent)
+    assert "the research query is empty" in block.text
+
+
+@pytest.mark.anyio
+async def test_stdio_session(home: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        # The real `librarian --home H mcp` command, as an agent's MCP client configuration runs it.
+        args=["-m", "librarian.cli.main", "--home", str(home), "mcp"],
+        env={"HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await exercise(session)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_url(home: Path, embedder: LocalMiniLMEmbedder) -> Iterator[str]:
+    """The REST app with MCP mounted at ``/mcp``, served by uvicorn in a thread."""
+    with Librarian(Settings(home=home), embedder=embedder) as lib:
+        app = create_app(lib)
+        mount_streamable_http(app, create_mcp_server(lib))
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive(), "uvicorn stopped during startup"
+            assert time.monotonic() < deadline, "uvicorn did not start within 20 s"
+            time.sleep(0.02)  # polling interval of a deadline-bounded wait
+        try:
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
+
+
+@pytest.mark.anyio
+async def test_streamable_http_session(http_url: str) -> None:
+    async with streamable_http_client(http_url) as (read, write), ClientSession(read, write) as session:
+        await exercise(session)
