@@ -160,6 +160,19 @@ def test_sources_refuses_local_paths_outside_the_allowed_roots(client: TestClien
     assert escaped.status_code == 422
 
 
+@pytest.mark.parametrize(
+    "uri", ["http://127.0.0.1/team/repo.git", "https://10.1.2.3/repo.git", "https://[::1]:8443/repo.git"]
+)
+def test_sources_refuses_git_urls_on_private_addresses(client: TestClient, uri: str) -> None:
+    # Literal addresses: nothing is resolved over a network and no request is sent.
+    response = client.post("/sources", json={"uri": uri})
+
+    assert response.status_code == 422
+    assert "refus" in response.json()["message"] and uri.split("/")[2].split(":")[0].strip("[]") in str(
+        response.json()
+    )
+
+
 def test_sources_refuses_every_local_path_by_default(lib: Librarian, allowed: Path) -> None:
     with TestClient(create_app(lib)) as default_client:
         response = default_client.post("/sources", json={"uri": str(allowed)})

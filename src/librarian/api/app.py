@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from librarian.api.jobs import Job, JobRegistry, JobStatus
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, LibrarianError
+from librarian.ingest.sources.remote import refuse_private_host
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
 
@@ -285,7 +286,9 @@ def _sdks_router(lib: Librarian) -> APIRouter:
     return router
 
 
-def _sources_router(lib: Librarian, jobs: JobRegistry, allowed_roots: Sequence[Path]) -> APIRouter:
+def _sources_router(
+    lib: Librarian, jobs: JobRegistry, allowed_roots: Sequence[Path], allow_private: bool
+) -> APIRouter:
     router = APIRouter(tags=["sources"], responses=_ERRORS)
 
     @router.post("/sources", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted)
@@ -298,7 +301,7 @@ def _sources_router(lib: Librarian, jobs: JobRegistry, allowed_roots: Sequence[P
         ``user@host:path``) are always accepted; ``file://`` counts as a local path and ``git://``
         is refused. Refusals answer 422 with a message saying what is allowed.
         """
-        uri = check_source_uri(body.uri, allowed_roots)
+        uri = check_source_uri(body.uri, allowed_roots, allow_private=allow_private)
         job = jobs.submit(
             "ingest",
             lambda: lib.ingest(
@@ -326,13 +329,18 @@ def _sources_router(lib: Librarian, jobs: JobRegistry, allowed_roots: Sequence[P
 
 
 def create_app(
-    lib: Librarian, *, allowed_roots: Sequence[Path | str] = (), jobs: JobRegistry | None = None
+    lib: Librarian,
+    *,
+    allowed_roots: Sequence[Path | str] = (),
+    allow_private: bool = False,
+    jobs: JobRegistry | None = None,
 ) -> FastAPI:
     """The REST API over ``lib``.
 
     Args:
         lib: the facade to serve (the caller owns it and closes it).
         allowed_roots: local folders ``POST /sources`` may ingest from; empty means git URLs only.
+        allow_private: let ``POST /sources`` clone http(s) URLs on loopback or private addresses.
         jobs: the background job registry (a new one by default).
 
     Example:
@@ -351,7 +359,7 @@ def create_app(
     app.include_router(_research_router(lib))
     app.include_router(_knowledge_router(lib))
     app.include_router(_sdks_router(lib))
-    app.include_router(_sources_router(lib, app.state.jobs, roots))
+    app.include_router(_sources_router(lib, app.state.jobs, roots, allow_private))
 
     @app.exception_handler(LibrarianError)
     async def librarian_error(request: Request, exc: LibrarianError) -> JSONResponse:
@@ -380,14 +388,22 @@ def _as_markdown(title: str, content: str) -> str:
     return f"{body}\n" if body.startswith("# ") else f"# {title.strip()}\n\n{body}\n"
 
 
-def check_source_uri(uri: str, allowed_roots: Sequence[Path]) -> str:
+def check_source_uri(uri: str, allowed_roots: Sequence[Path], *, allow_private: bool = False) -> str:
     """``uri`` if ``POST /sources`` may ingest it: a remote git URL, or a path in an allowed root.
+
+    An http(s) URL whose host resolves to a loopback, private or reserved address is refused unless
+    ``allow_private``: the server must not become a way to read internal git servers for its callers.
 
     Returns the URI to ingest (a local path resolved, ``file://`` removed).
 
     Raises:
-        InvalidInputError: a local path outside every allowed root, or an unsupported scheme.
+        InvalidInputError: a local path outside every allowed root, an unsupported scheme, or a URL
+            on a non-public address.
     """
+    if uri.startswith(("http://", "https://")):
+        if not allow_private:
+            refuse_private_host(uri)
+        return uri
     if uri.startswith(_REMOTE_SCHEMES) or _SCP_LIKE.match(uri):
         return uri
     if uri.startswith("git://"):

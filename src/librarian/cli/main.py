@@ -223,6 +223,10 @@ def serve(
     mcp: Annotated[
         bool, typer.Option("--mcp/--no-mcp", help="Also serve MCP over streamable HTTP at /mcp.")
     ] = True,
+    allow_private_urls: Annotated[
+        bool,
+        typer.Option("--allow-private-urls", help="Let POST /sources clone from loopback/private hosts."),
+    ] = False,
 ) -> None:
     """Serve the REST API (OpenAPI at /docs) and, by default, MCP over streamable HTTP at /mcp."""
     import uvicorn
@@ -231,7 +235,7 @@ def serve(
     from librarian.mcp import create_mcp_server, mount_streamable_http
 
     with librarian() as lib:
-        api = create_app(lib, allowed_roots=allow_path or ())
+        api = create_app(lib, allowed_roots=allow_path or (), allow_private=allow_private_urls)
         if mcp:
             mount_streamable_http(api, create_mcp_server(lib), host=host)
         uvicorn.run(api, host=host, port=port)

@@ -104,6 +104,18 @@ def _parse_url(raw: str, location: str) -> httpx.URL:
     return url.copy_with(fragment=None)
 
 
+def refuse_private_host(location: str) -> None:
+    """Raise unless every address the host of ``location`` (an http(s) URL) resolves to is public.
+
+    For callers that hand a URL to another program (git) instead of fetching it here.
+
+    Raises:
+        InvalidInputError: a malformed URL, or a host on a loopback, private or reserved address.
+        BackendUnavailableError: the host name cannot be resolved.
+    """
+    _check_host(_parse_url(location, location), location)
+
+
 def _check_host(url: httpx.URL, location: str) -> None:
     host = url.raw_host.decode("ascii")  # IDNA-encoded, so getaddrinfo sees what httpx will dial
     port = url.port or (443 if url.scheme == "https" else 80)
