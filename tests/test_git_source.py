@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import InvalidInputError
-from librarian.ingest.sources.git import GitCheckout
+from librarian.ingest.sources.git import GitCheckout, version_from_ref
 
 
 def git(repo: Path, *args: str) -> None:
@@ -91,3 +92,29 @@ def test_credentials_in_the_url_are_refused_before_anything_is_stored(tmp_path: 
     with pytest.raises(InvalidInputError, match="credentials are refused"):
         GitCheckout(tmp_path / "cache").list(uri, None)
     assert not (tmp_path / "cache").exists()
+
+
+def test_several_tags_in_one_command_become_versions(repo: Path, tmp_path: Path) -> None:
+    from tests.cli.test_cli import run
+
+    home = tmp_path / "home"
+    reports = json.loads(
+        run(home, "ingest", str(repo), "--sdk", "syncer", "--ref", "v1", "--ref", "v2", "--json").stdout
+    )
+    sdks = json.loads(run(home, "sdks", "--json").stdout)
+    refused = run(
+        home, "ingest", str(repo), "--sdk", "syncer", "--version", "3", "--ref", "v1", "--ref", "v2", check=1
+    )
+
+    assert [r["status"] for r in reports] == ["ok", "ok"]
+    assert sdks == [{"sdk_name": "syncer", "versions": ["2", "1"], "chunks": 2}]
+    assert "each ref names its own version" in refused.stderr
+
+
+def test_version_from_ref() -> None:
+    assert [version_from_ref(r) for r in ["v2.15.0", "refs/tags/V3", "release-1", "main"]] == [
+        "2.15.0",
+        "3",
+        "release-1",
+        "main",
+    ]

@@ -15,11 +15,23 @@ from rich.markup import escape
 from rich.table import Table
 
 from librarian.cli import common
-from librarian.cli.common import EXIT_PARTIAL, OPTIONS, librarian, print_json, progress_bar, stderr, stdout
+from librarian.cli.common import (
+    EXIT_PARTIAL,
+    OPTIONS,
+    handle_errors,
+    librarian,
+    print_json,
+    progress_bar,
+    stderr,
+    stdout,
+)
 from librarian.cli.connectors import ingest_cli, ingest_openapi, ingest_package
 from librarian.cli.research import research, sdks
 from librarian.cli.tour import tour
+from librarian.errors import InvalidInputError
 from librarian.evaluation.retrieval import evaluate_retrieval
+from librarian.ingest.pipeline import IngestReport
+from librarian.ingest.sources.git import version_from_ref
 
 app = typer.Typer(
     name="librarian",
@@ -52,27 +64,54 @@ def ingest(
     target: Annotated[str, typer.Argument(help="A file, a folder, or a git repository (URL or path).")],
     sdk: Annotated[str | None, typer.Option("--sdk", help="SDK name (SDK documentation only).")] = None,
     version: Annotated[str | None, typer.Option("--version", help="SDK version the docs describe.")] = None,
-    ref: Annotated[str | None, typer.Option("--ref", help="git tag, branch or commit to ingest.")] = None,
+    ref: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ref",
+            help="git tag, branch or commit; repeat it to ingest several tags as versions of one SDK.",
+        ),
+    ] = None,
     doc_type: Annotated[str | None, typer.Option("--type", help="Document type, e.g. runbook.")] = None,
     category: Annotated[str | None, typer.Option("--category", help="Category label.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Ingest documentation; unchanged files are skipped, changed ones re-chunked, deleted ones removed."""
+    """Ingest documentation; unchanged files are skipped, changed ones re-chunked, deleted ones removed.
+
+    With several ``--ref`` each ref becomes a version of the SDK named after it (``v2.1.0`` -> 2.1.0).
+    """
+    refs: list[str | None] = list(ref) if ref else [None]
+    with handle_errors():
+        if len(refs) > 1 and (version is not None or sdk is None):
+            raise InvalidInputError(
+                "several --ref need --sdk and no --version: each ref names its own version",
+                hint="e.g. librarian ingest REPO --sdk mytool --ref v1.0.0 --ref v2.0.0",
+            )
+    reports = []
     with librarian() as lib, progress_bar("ingesting", enabled=not as_json) as progress:
-        report = lib.ingest(
-            target,
-            sdk_name=sdk,
-            sdk_version=version,
-            ref=ref,
-            document_type=doc_type,
-            category=category,
-            tags=tuple(tag or ()),
-            progress=progress,
-        )
+        for one_ref in refs:
+            reports.append(
+                lib.ingest(
+                    target,
+                    sdk_name=sdk,
+                    sdk_version=version_from_ref(one_ref) if len(refs) > 1 and one_ref else version,
+                    ref=one_ref,
+                    document_type=doc_type,
+                    category=category,
+                    tags=tuple(tag or ()),
+                    progress=progress,
+                )
+            )
     if as_json:
-        print_json(report.to_dict())
-    else:
+        print_json(reports[0].to_dict() if len(reports) == 1 else [r.to_dict() for r in reports])
+    for report in reports:
+        _print_ingest(report, as_json)
+    if any(report.problems for report in reports):
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _print_ingest(report: IngestReport, as_json: bool) -> None:
+    if not as_json:
         stdout.print(
             f"[bold]{escape(report.uri)}[/]: {report.status} — {report.files_seen} files, "
             f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
@@ -84,8 +123,6 @@ def ingest(
             stderr.print(
                 f"[yellow]skipped[/] {escape(problem['path'])}: {escape(problem['reason'])}", highlight=False
             )
-    if report.problems:
-        raise typer.Exit(EXIT_PARTIAL)
 
 
 @app.command()

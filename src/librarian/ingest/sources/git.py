@@ -126,3 +126,9 @@ def _git_environment() -> dict[str, str]:
         }
     )
     return env
+
+
+def version_from_ref(ref: str) -> str:
+    """The version a tag names: ``v2.15.0`` -> ``2.15.0``; other refs are kept as labels (``main``)."""
+    name = ref.removeprefix("refs/tags/")
+    return name[1:] if re.match(r"^[vV]\d", name) else name
