@@ -136,7 +136,7 @@ class KnowledgeDocument(BaseModel):
     """An organisational knowledge document (a note, a runbook, a decision) to save and index."""
 
     title: str = Field(min_length=1, max_length=200, description="Also names the stored file.")
-    content: str = Field(min_length=1, description="Markdown body.")
+    content: str = Field(min_length=1, max_length=2_000_000, description="Markdown body (at most 2 MB).")
     document_type: str = Field(default="note", min_length=1)
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
