@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,3 +50,28 @@ def test_a_new_model_needs_reindex_and_then_serves(tmp_path: Path, embedder: Loc
     assert result["model_version"] == "hashing-words-v1" and result["chunks"] == 2
     assert found[0].entity_name == "delete-bucket"
     assert found[0].embedding_model_version == "hashing-words-v1"
+
+
+def test_searches_keep_answering_while_reindex_builds(tmp_path: Path, embedder: LocalMiniLMEmbedder) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for number in range(60):
+        (docs / f"cmd{number}.md").write_text(
+            f"# command-{number}\n\nRotates key number {number} of the vault.\n"
+        )
+    with Librarian(Settings(home=tmp_path / "home"), embedder=embedder) as lib:
+        lib.ingest(str(docs))
+        old_collection = lib.stats()["vector_index"]["collection"]
+        answers: list[int] = []
+        worker = threading.Thread(target=lib.reindex)
+        worker.start()
+        # The first search starts with the rebuild; more follow for as long as it runs.
+        answers.append(len(lib.search("rotate the vault key", top_k=3)))
+        while worker.is_alive():
+            answers.append(len(lib.search("rotate the vault key", top_k=3)))
+        worker.join()
+        answers.append(len(lib.search("rotate the vault key", top_k=3)))
+        new_collection = lib.stats()["vector_index"]["collection"]
+
+    assert len(answers) >= 2 and all(count == 3 for count in answers)
+    assert new_collection != old_collection
