@@ -167,24 +167,12 @@ class Librarian:
             NotFoundError: a local path that does not exist.
             BackendUnavailableError: a git repository that cannot be cloned.
         """
-        if sdk_version is not None and sdk_name is None:
-            raise InvalidInputError("--version needs --sdk: a version belongs to an SDK")
         kind = "git" if ref is not None or looks_like_git_url(uri) else "local"
         normalized = (
             uri if kind == "git" and looks_like_git_url(uri) else str(Path(uri).expanduser().resolve())
         )
-        spec = repository.SourceSpec(
-            uri=normalized,
-            kind=kind,
-            ref=ref,
-            sdk_name=sdk_name,
-            sdk_version=sdk_version,
-            document_type=document_type or ("sdk_reference" if sdk_name else "document"),
-            category=category,
-            tags=tuple(tags),
-        )
-        pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
-        return pipeline.run(spec, progress)
+        spec = _source_spec(normalized, kind, ref, sdk_name, sdk_version, document_type, category, tags)
+        return IngestPipeline(self.settings, self.sessions, self.cache, self.vectors).run(spec, progress)
 
     def ingest_listing(
         self,
@@ -204,17 +192,7 @@ class Librarian:
         ``uri`` and ``kind`` identify the source (e.g. ``cli://aws`` and ``cli-help``); ``lister`` is
         called once to produce the listing, so a failure to list is recorded on the source.
         """
-        if sdk_version is not None and sdk_name is None:
-            raise InvalidInputError("a version needs an SDK name: versions belong to an SDK")
-        spec = repository.SourceSpec(
-            uri=uri,
-            kind=kind,
-            sdk_name=sdk_name,
-            sdk_version=sdk_version,
-            document_type=document_type or ("sdk_reference" if sdk_name else "document"),
-            category=category,
-            tags=tuple(tags),
-        )
+        spec = _source_spec(uri, kind, None, sdk_name, sdk_version, document_type, category, tags)
         pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
         return pipeline.run(spec, progress, lister=lister)
 
@@ -430,3 +408,28 @@ def _required_version(version: str | None, what: str) -> str:
     if not version:
         raise InvalidInputError(f"cannot tell the version of {what}", hint="pass it with --version")
     return version
+
+
+def _source_spec(
+    uri: str,
+    kind: str,
+    ref: str | None,
+    sdk_name: str | None,
+    sdk_version: str | None,
+    document_type: str | None,
+    category: str | None,
+    tags: tuple[str, ...],
+) -> repository.SourceSpec:
+    """The identity and labels of a source; SDK docs default to ``sdk_reference``, others ``document``."""
+    if sdk_version is not None and sdk_name is None:
+        raise InvalidInputError("--version needs --sdk: a version belongs to an SDK")
+    return repository.SourceSpec(
+        uri=uri,
+        kind=kind,
+        ref=ref,
+        sdk_name=sdk_name,
+        sdk_version=sdk_version,
+        document_type=document_type or ("sdk_reference" if sdk_name else "document"),
+        category=category,
+        tags=tuple(tags),
+    )

@@ -7,7 +7,7 @@ Both live in the relational store itself and are maintained in the same transact
 from __future__ import annotations
 
 import json
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
@@ -72,11 +72,7 @@ class Fts5LexicalIndex:
                 if key in params:
                     params[key] = params[key].strftime("%Y-%m-%d %H:%M:%S.%f")  # type: ignore[attr-defined]
         sql += f"WHERE chunks_fts MATCH :match{dates} ORDER BY rank LIMIT :k"
-        try:
-            with self._engine.connect() as connection:
-                rows = connection.execute(text(sql), params).all()
-        except SQLAlchemyError as exc:
-            raise BackendUnavailableError(f"lexical search failed: {exc}") from exc
+        rows = _fetch(self._engine, sql, params)
         return [(int(row[0]), -float(row[1])) for row in rows]
 
 
@@ -108,12 +104,16 @@ class PostgresLexicalIndex:
             "FROM chunks, to_tsquery('english', :tsquery) AS q "
             f"WHERE search_vector @@ q{clauses} ORDER BY rank DESC, id LIMIT :k"
         )
-        try:
-            with self._engine.connect() as connection:
-                rows = connection.execute(text(sql), params).all()
-        except SQLAlchemyError as exc:
-            raise BackendUnavailableError(f"lexical search failed: {exc}") from exc
+        rows = _fetch(self._engine, sql, params)
         return [(int(row[0]), float(row[1])) for row in rows]
+
+
+def _fetch(engine: Engine, sql: str, params: dict[str, object]) -> list[tuple[Any, ...]]:
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.execute(text(sql), params)]
+    except SQLAlchemyError as exc:
+        raise BackendUnavailableError(f"lexical search failed: {exc}") from exc
 
 
 def _json_list(values: tuple[str, ...]) -> str:
