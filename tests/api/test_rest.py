@@ -82,6 +82,29 @@ def test_research_answers_from_the_requested_version(client: TestClient) -> None
     assert body["snippets"][0]["source_url"].endswith("upload.md")
 
 
+def test_feedback_is_stored_scrubbed_and_ranks_the_snippet_for_similar_errors(client: TestClient) -> None:
+    asked = {"sdk_name": "acme", "query": "upload a file with tags", "error_text": "unknown option --tag"}
+    before = client.post("/research", json=asked).json()["snippets"]
+    chosen = before[-1]
+    response = client.post(
+        "/feedback",
+        json={
+            "sdk_name": "acme",
+            "error_text": "unknown option --tag (token=abcd1234efgh5678ijkl9012mnop3456)",
+            "source_url": chosen["source_url"],
+            "entity_name": chosen["entity_name"],
+            "command": "acme upload --password hunter2 report.csv",
+        },
+    )
+    assert response.status_code == 201, response.text
+    stored = response.json()
+    assert "hunter2" not in stored["command"] and "abcd1234" not in stored["error_text"]
+    after = client.post("/research", json=asked).json()["snippets"]
+    moved = next(s for s in after if s["source_url"] == chosen["source_url"])
+    assert moved["feedback"]["helpful"] == 1 and moved["score"] > chosen["score"]
+    assert client.post("/feedback", json={**stored, "source_url": ""}).status_code == 422
+
+
 def test_research_on_an_unknown_sdk_suggests_what_to_do(client: TestClient) -> None:
     body = client.post("/research", json={"sdk_name": "acmee", "query": "upload a file"}).json()
     assert body["error"] is True
@@ -210,11 +233,13 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
     assert set(document["paths"]) == {
         "/health",
         "/research",
+        "/feedback",
         "/knowledge/query",
         "/knowledge/save",
         "/sdks",
         "/sources",
         "/jobs/{job_id}",
+        "/sources/{selector}/refresh",
     }
     assert document["paths"]["/sources"]["post"]["description"]
     assert "ResearchRequest" in document["components"]["schemas"]

@@ -22,6 +22,7 @@ from librarian.ingest.sources.cli_help import (
     walk_cli_help,
 )
 from librarian.ingest.sources.cli_help_parse import clean_help_text, parse_help
+from tests.processes import process_gone, wait_for
 
 AWS = Path(sys.executable).parent / "aws"
 GIT = shutil.which("git")
@@ -71,8 +72,11 @@ def test_aws_s3api_put_object_accepts_tagging_and_bucket() -> None:
     assert doc.metadata["subcommand_path"] == ["s3api", "put-object"]
     assert "--tagging" in doc.metadata["options"] and "--region" not in doc.metadata["options"]
     assert "--region" in doc.metadata["global_options"]
-    summary, section = doc.parsed.sections
+    summary, section, *examples = doc.parsed.sections
     assert summary.path == section.path == ("aws", "s3api put-object") and section.entity_type == "command"
+    # Worked examples stay under the command's name, each with its title and its fenced command line.
+    assert examples and all(e.entity_type == "example" and e.path == section.path for e in examples)
+    assert examples[0].text.startswith("Example 1:") and "```\naws s3api put-object" in examples[0].text
     # The purpose sentence leads, past the end-of-support notices the real page opens with.
     assert summary.text.startswith("Adds an object to a bucket.") and "--" not in summary.text
     assert "`--tagging`" in section.text and doc.text.startswith("# aws s3api put-object\n")
@@ -208,24 +212,6 @@ def _calls(fake_cli: Path) -> list[list[str]]:
     return [json.loads(line) for line in lines]
 
 
-def _dead(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in {"Z", "X"}  # a zombie is dead; reaping it is its new parent's business
-
-
-def _wait_until(condition: object, timeout: float) -> bool:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return bool(condition())
-
-
 def test_fake_version_and_leaf_options(fake_cli: Path) -> None:
     assert detect_cli_version(str(fake_cli)) == "3.1.4"
     result = walk_cli_help(str(fake_cli), scopes=("leaf",), max_depth=1)
@@ -245,7 +231,7 @@ def test_hanging_help_is_killed_with_its_process_group(fake_cli: Path) -> None:
     (problem,) = [p for p in result.problems if p.path == "hang"]
     assert "timed out after 2s" in problem.reason and "fakecli hang --help" in problem.reason
     pids = (fake_cli.parent.parent / "log" / "hang.pids").read_text().split()
-    assert all(_wait_until(lambda pid=int(pid): _dead(pid), 5.0) for pid in pids)
+    assert all(wait_for(lambda pid=int(pid): process_gone(pid), 5.0) for pid in pids)
     # A hang is not retried with the other strategies: one call for "hang", with --help.
     assert [call for call in _calls(fake_cli) if "hang" in call] == [["hang", "--help"]]
 
@@ -255,7 +241,7 @@ def test_processes_left_behind_by_a_help_run_are_killed(fake_cli: Path) -> None:
 
     assert _command(result, "daemon").synopsis == "fakecli daemon [--detach]"
     pid = int((fake_cli.parent.parent / "log" / "daemon.pid").read_text())
-    assert _wait_until(lambda: _dead(pid), 5.0)
+    assert wait_for(lambda: process_gone(pid), 5.0)
 
 
 def test_flooding_help_is_capped(fake_cli: Path) -> None:

@@ -25,7 +25,7 @@ from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.mcp import create_mcp_server, mount_streamable_http
 
-TOOLS = {"research_api_usage", "search_knowledge", "list_sdks"}
+TOOLS = {"research_api_usage", "search_knowledge", "list_sdks", "record_feedback"}
 
 
 @pytest.fixture
@@ -88,6 +88,18 @@ async def exercise(session: ClientSession) -> None:
     hits = structured(await session.call_tool("search_knowledge", {"query": "upload", "top_k": 2}))
     assert hits[0]["sdk_version"] == "3.1"
 
+    stored = structured(
+        await session.call_tool(
+            "record_feedback",
+            {
+                "sdk_name": "acme",
+                "error_text": "unknown option --tag; AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCY",
+                "source_url": answer["snippets"][0]["source_url"],
+            },
+        )
+    )
+    assert stored["helpful"] is True and "wJalrXUtnFEMI" not in stored["error_text"]
+
     failed = await session.call_tool("research_api_usage", {"sdk_name": "acme", "query": " "})
     assert failed.is_error
     block = failed.content[0]
@@ -114,26 +126,31 @@ def free_port() -> int:
         return port
 
 
+def serve_with_mcp(lib: Librarian) -> Iterator[str]:
+    """Serve the REST app of ``lib`` with MCP mounted at ``/mcp`` (uvicorn in a thread); yield its URL."""
+    app = create_app(lib)
+    mount_streamable_http(app, create_mcp_server(lib))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped during startup"
+        assert time.monotonic() < deadline, "uvicorn did not start within 20 s"
+        time.sleep(0.02)  # polling interval of a deadline-bounded wait
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
 @pytest.fixture
 def http_url(home: Path, embedder: LocalMiniLMEmbedder) -> Iterator[str]:
     """The REST app with MCP mounted at ``/mcp``, served by uvicorn in a thread."""
     with Librarian(Settings(home=home), embedder=embedder) as lib:
-        app = create_app(lib)
-        mount_streamable_http(app, create_mcp_server(lib))
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert thread.is_alive(), "uvicorn stopped during startup"
-            assert time.monotonic() < deadline, "uvicorn did not start within 20 s"
-            time.sleep(0.02)  # polling interval of a deadline-bounded wait
-        try:
-            yield f"http://127.0.0.1:{port}/mcp"
-        finally:
-            server.should_exit = True
-            thread.join(timeout=10)
+        yield from serve_with_mcp(lib)
 
 
 @pytest.mark.anyio

@@ -78,7 +78,7 @@ def test_error_option_finds_the_command_that_accepts_it(lib: Librarian) -> None:
     assert top["entity_name"] == "s3api put-object" and "--tagging" in top["content"]
     assert {s["sdk_version"] for s in result["snippets"]} == {"1.45.11"}
     assert top["trust_level"] == "tool"
-    assert 0.0 < result["confidence_score"] < 1.0 and result["confidence_features"]["option_match"] == 1.0
+    assert 0.0 < result["confidence_score"] < 1.0 and result["confidence_features"]["option_match"] > 0.0
     # The error text is what decides it: the same question alone prefers the high-level copy command.
     without_error = research_api_usage(lib, "aws", "how to upload a file to s3 with tags", version="1.45.11")
     assert without_error["snippets"][0]["entity_name"] != "s3api put-object"

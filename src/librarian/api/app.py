@@ -16,10 +16,13 @@ from fastapi import APIRouter, FastAPI, Request, status
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from librarian.api.auth import configured_token, require_bearer_token
 from librarian.api.jobs import Job, JobRegistry, JobStatus
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.ingest.sources.remote import refuse_private_host
+from librarian.refresh import refresh_targets, select_sources
+from librarian.research.feedback import record_feedback
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
 
@@ -90,6 +93,43 @@ class ResearchResponse(BaseModel):
     version_note: str
     snippets: list[Snippet]
     fallback_suggestions: list[str]
+    summary_method: str = Field(
+        default="extractive",
+        description="`llm` when the configured LLM wrote the summary, else `extractive`.",
+    )
+
+
+class FeedbackRequest(BaseModel):
+    """Which research snippet resolved (or did not resolve) which error."""
+
+    sdk_name: str = Field(min_length=1, description="The SDK the research was about; aliases resolve.")
+    error_text: str = Field(
+        min_length=1, description="The failed command's error output; secrets are scrubbed before storing."
+    )
+    source_url: str = Field(min_length=1, description="The snippet's `source_url`, as research returned it.")
+    entity_name: str | None = Field(default=None, description="The snippet's `entity_name`.")
+    sdk_version: str | None = Field(default=None, description="The version the snippet documents.")
+    command: str | None = Field(default=None, description="The failed command (scrubbed before storing).")
+    query: str | None = Field(default=None, description="The research question (scrubbed before storing).")
+    chunk_content_hash: str | None = Field(default=None, description="SHA-256 of the snippet's content.")
+    helpful: bool = Field(default=True, description="False when the snippet did not resolve the error.")
+
+
+class FeedbackRecord(BaseModel):
+    """A stored feedback record, scrubbed, with the signature later errors are matched by."""
+
+    id: int
+    sdk_name: str = Field(description="The SDK's normal form (`aws-cli` is stored as `aws`).")
+    sdk_version: str | None
+    error_signature: str = Field(description="SHA-256 of the normalised error (64 hex characters).")
+    error_text: str
+    command: str | None
+    query: str | None
+    entity_name: str | None
+    source_url: str
+    chunk_content_hash: str | None
+    helpful: bool
+    created_at: str | None
 
 
 class KnowledgeQuery(BaseModel):
@@ -229,6 +269,17 @@ def _research_router(lib: Librarian) -> APIRouter:
         """
         return research_api_usage(lib, body.sdk_name, body.query, body.version, body.error_text)
 
+    @router.post("/feedback", status_code=status.HTTP_201_CREATED, response_model=FeedbackRecord)
+    def feedback(body: FeedbackRequest) -> dict[str, Any]:
+        """Record that a research snippet resolved (or, with ``helpful: false``, did not resolve) an error.
+
+        Later research for the same or a similar error ranks that snippet higher (or lower), by at
+        most 0.3 of score. The error text, command and query are scrubbed of secrets, e-mail addresses
+        and home directories before they are stored; the stored record is returned. Answers 422,
+        naming the field, for empty or malformed input.
+        """
+        return record_feedback(lib.sessions, **body.model_dump())
+
     return router
 
 
@@ -316,6 +367,25 @@ def _sources_router(
         )
         return {"job_id": job.id}
 
+    @router.post(
+        "/sources/{selector:path}/refresh", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted
+    )
+    def refresh_source(selector: str) -> dict[str, str]:
+        """Refresh sources in the background, incrementally; poll ``GET /jobs/{job_id}``.
+
+        ``selector`` is a source id, a key prefix, a URI (percent-encoded) or an SDK name, which
+        selects every version of that SDK. An unknown selector answers 404 at once. The job's result
+        is ``{"outcomes": [...]}``, one per source: its status (``ok``, ``unchanged``, ``partial``,
+        ``failed`` or ``skipped``), the ingest report or the error, and, when a CLI, package or
+        OpenAPI document now reports a new version, the source that version was ingested as (the
+        old version is kept).
+        """
+        targets = select_sources(lib, selector)
+        job = jobs.submit(
+            "refresh", lambda: {"outcomes": [outcome.to_dict() for outcome in refresh_targets(lib, targets)]}
+        )
+        return {"job_id": job.id}
+
     @router.get("/jobs/{job_id}", response_model=JobState)
     def job(job_id: str) -> dict[str, Any]:
         """The state of a background job; 404 for an unknown id."""
@@ -343,6 +413,10 @@ def create_app(
         allow_private: let ``POST /sources`` clone http(s) URLs on loopback or private addresses.
         jobs: the background job registry (a new one by default).
 
+    When ``lib.settings.api_token`` is set, every request except ``GET /health`` and the OpenAPI
+    documentation needs ``Authorization: Bearer <token>``; that includes MCP mounted later with
+    :func:`~librarian.mcp.mount_streamable_http`.
+
     Example:
         >>> app = create_app(Librarian(Settings.load()), allowed_roots=["/srv/docs"])  # doctest: +SKIP
         >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
@@ -365,6 +439,9 @@ def create_app(
     async def librarian_error(request: Request, exc: LibrarianError) -> JSONResponse:
         return JSONResponse(status_code=exc.status_code, content=exc.to_dict())
 
+    token = configured_token(lib.settings)
+    if token is not None:
+        require_bearer_token(app, token)
     return app
 
 

@@ -87,3 +87,43 @@ def ingest_openapi(
             location, sdk_name=sdk, sdk_version=version, allow_private=allow_private, progress=progress
         )
     _report(report, as_json)
+
+
+def crawl(
+    url: Annotated[str, typer.Argument(help="Start page of the documentation site (http or https).")],
+    sdk: Annotated[str, typer.Option("--sdk", help="SDK name to file the pages under.")],
+    version: Annotated[str, typer.Option("--version", help="SDK version the site documents.")],
+    max_pages: Annotated[
+        int | None,
+        typer.Option("--max-pages", min=1, help="Pages fetched at most (default: crawl_max_pages)."),
+    ] = None,
+    max_depth: Annotated[
+        int | None,
+        typer.Option(
+            "--max-depth", min=0, help="Links followed from the start page (default: crawl_max_depth)."
+        ),
+    ] = None,
+    scope: Annotated[
+        str | None,
+        typer.Option(
+            "--scope", help="Path prefix or URL to stay under (default: the start URL's directory)."
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Crawl a documentation website (robots.txt, rate limit, llms.txt) and ingest one document per page.
+
+    A second crawl of the same URL and version asks for each known page conditionally and keeps pages
+    that answer 304 Not Modified. Private addresses need the allowed_private_hosts setting.
+    """
+    with librarian() as lib, progress_bar("crawling", enabled=not as_json) as progress:
+        report = lib.crawl(
+            url,
+            sdk_name=sdk,
+            sdk_version=version,
+            max_pages=max_pages,
+            max_depth=max_depth,
+            scope=scope,
+            progress=progress,
+        )
+    _report(report, as_json)

@@ -113,7 +113,7 @@ class IngestPipeline:
             self._record(source_id, report, None)
             raise
         report.revision = listing.revision
-        report.files_seen = len(listing.files) + len(listing.documents)
+        report.files_seen = len(listing.files) + len(listing.documents) + len(set(listing.unchanged_paths))
         report.problems.extend(_problem(p) for p in listing.problems)
         embedded_before = self._cache.embedded_count
         try:
@@ -151,9 +151,11 @@ class IngestPipeline:
         progress: ProgressCallback | None,
     ) -> None:
         with self._sessions() as session:
-            known = {
-                path: doc.content_hash for path, doc in repository.live_documents(session, source_id).items()
-            }
+            live = repository.live_documents(session, source_id)
+            known = {path: doc.content_hash for path, doc in live.items()}
+            validators = {path: (doc.etag, doc.last_modified) for path, doc in live.items()}
+        # Documents the source vouches for without re-reading them (HTTP 304) are unchanged as stored.
+        report.unchanged += len({path for path in listing.unchanged_paths if path in known})
         batch: list[_Prepared] = []
         batch_chunks = 0
         items: list[SourceFile | SourceDocument] = [*listing.files, *listing.documents]
@@ -172,11 +174,13 @@ class IngestPipeline:
             if progress:
                 progress("files", done, total)
         self._write(source_id, batch, report)
+        self._store_validators(source_id, listing.documents, validators)
         # A file that failed this time keeps its stored chunks: only files truly gone are deleted.
         listed = (
             {f.path for f in listing.files}
             | {d.path for d in listing.documents}
             | {p.path for p in listing.problems}
+            | set(listing.unchanged_paths)
         )
         # A folder that could not be read hides its files; they are not gone.
         unreadable = tuple("" if p.path == "." else p.path.rstrip("/") + "/" for p in listing.problems)
@@ -190,6 +194,25 @@ class IngestPipeline:
                         repository.mark_deleted(session, document, now)
             report.deleted += len(gone)
         self._vectors.apply_outbox()
+
+    def _store_validators(
+        self,
+        source_id: int,
+        documents: list[SourceDocument],
+        stored: dict[str, tuple[str | None, str | None]],
+    ) -> None:
+        """Keep each document's HTTP validators (ETag, Last-Modified) for the next conditional fetch.
+
+        Also for documents whose content hash was unchanged: a page can get a new ETag for the same text.
+        """
+        changed = [d for d in documents if stored.get(d.path, (None, None)) != (d.etag, d.last_modified)]
+        if not changed:
+            return
+        with self._sessions.begin() as session:
+            for item in changed:
+                document = repository.find_document(session, source_id, item.path)
+                if document is not None:
+                    document.etag, document.last_modified = item.etag, item.last_modified
 
     def _prepare_document(
         self, document: SourceDocument, known: dict[str, str | None], report: IngestReport

@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute
 
 from librarian.app import Librarian
 from librarian.errors import LibrarianError
+from librarian.research import feedback as feedback_store
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage as _research
 
@@ -108,6 +109,44 @@ def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
             )
         )
         return [hit.to_dict() for hit in hits]
+
+    @server.tool()
+    def record_feedback(
+        sdk_name: str,
+        error_text: str,
+        source_url: str,
+        entity_name: str | None = None,
+        command: str | None = None,
+        helpful: bool = True,
+    ) -> dict[str, Any]:
+        """Record that a research snippet resolved (or did not resolve) the error of a failed command.
+
+        Call this after a fix taken from research_api_usage worked (or did not): later research for
+        the same or a similar error ranks that snippet higher (or lower). Secrets, e-mail addresses
+        and home directories are scrubbed from the error and command before anything is stored.
+
+        Args:
+            sdk_name: the SDK the research was about.
+            error_text: the failed command's error output.
+            source_url: the snippet's `source_url`, as research_api_usage returned it.
+            entity_name: the snippet's `entity_name`.
+            command: the failed command line.
+            helpful: false when the snippet did NOT resolve the error.
+
+        Returns:
+            The stored, scrubbed record with its `error_signature`.
+        """
+        return _tool_errors(
+            lambda: feedback_store.record_feedback(
+                lib.sessions,
+                sdk_name=sdk_name,
+                error_text=error_text,
+                source_url=source_url,
+                entity_name=entity_name,
+                command=command,
+                helpful=helpful,
+            )
+        )
 
     @server.tool()
     def list_sdks() -> list[dict[str, Any]]:

@@ -37,7 +37,28 @@ class RankingFeatures:
     entity_match: float
 
 
-def confidence(features: RankingFeatures) -> float:
-    """Probability (0..1) that the top snippet answers the question, rounded to 3 decimals."""
-    z = BIAS + sum(WEIGHTS[name] * getattr(features, name) for name in WEIGHTS)
+# Error-driven questions (options named in the question or error) are ranked differently (absolute
+# cosine plus the option fit; research/error_evidence.py), so they have their own model, fitted by
+# `bench/calibrate_confidence.py --cli-store` on 216 questions built from the AWS CLI's own worked
+# examples (8 services) and checked on 222 others: expected calibration error 0.073 (docs/research.md).
+# Here ``option_match`` is the option fit (0.5-1.0), not a 0/1 flag.
+ERROR_WEIGHTS = {
+    "cosine": 0.864,
+    "margin": 8.723,
+    "lexical": -1.021,
+    "option_match": -0.506,
+    "entity_match": -2.146,
+}
+ERROR_BIAS = 2.389
+
+MODELS = {"plain": (WEIGHTS, BIAS), "error_driven": (ERROR_WEIGHTS, ERROR_BIAS)}
+
+
+def confidence(features: RankingFeatures, kind: str = "plain") -> float:
+    """Probability (0..1) that the top snippet answers the question, rounded to 3 decimals.
+
+    ``kind`` is ``plain`` or ``error_driven`` (the question or error named options).
+    """
+    weights, bias = MODELS[kind]
+    z = bias + sum(weights[name] * getattr(features, name) for name in weights)
     return round(1.0 / (1.0 + math.exp(-z)), 3)

@@ -9,17 +9,28 @@ suggest fallbacks when confidence is low. Never mixes versions; never invents te
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from librarian.app import Librarian, SearchResult
+from librarian.app import Librarian, SearchResult, search_result
 from librarian.errors import InvalidInputError
 from librarian.research.confidence import RankingFeatures, confidence
+from librarian.research.error_evidence import (
+    ChunkRef,
+    best_chunk_by_similarity,
+    option_docs,
+    option_fit,
+    option_values,
+)
+from librarian.research.feedback import FeedbackBoost, SnippetKey, feedback_boosts
 from librarian.research.safety import injection_flags, trust_level
 from librarian.research.sdks import closest_names, indexed_sdks, resolve_sdk
+from librarian.research.summary import summarize
 from librarian.research.versions import resolve_version
+from librarian.storage import repository
 from librarian.storage.models import Chunk, Document, Source
 
 LOW_CONFIDENCE = 0.5
@@ -39,6 +50,9 @@ class _Ranked:
     score: float
     option_match: bool
     entity_match: bool
+    feedback: FeedbackBoost | None = None
+    # How well the error's option values fit this entity's documentation (error_evidence.option_fit).
+    option_fit: float | None = None
 
 
 def options_in(text: str) -> list[str]:
@@ -50,7 +64,7 @@ def _accepts_option(result: SearchResult, option: str) -> bool:
     declared = result.attributes.get("options")
     if isinstance(declared, list) and declared:
         return option in declared
-    return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", result.content) is not None
+    return _mentions(result.content, option)
 
 
 def _entity_named(result: SearchResult, text: str) -> bool:
@@ -73,7 +87,12 @@ def research_api_usage(
 
     Returns the documented shape: ``error``, ``summary``, ``confidence_score``, ``resolved_version``,
     ``version_note``, ``snippets`` (content, source_url, sdk_version, entity_name, last_fetched_at,
-    score, trust_level, flags) and ``fallback_suggestions``.
+    score, trust_level, flags, and ``feedback`` on snippets that recorded feedback moved) and
+    ``fallback_suggestions``.
+
+    Snippets that agents reported as resolving the same or a similar error (``librarian feedback``)
+    gain up to 0.3 of score, and ones reported as unhelpful lose as much
+    (:mod:`librarian.research.feedback`).
 
     Raises:
         InvalidInputError: an empty query.
@@ -88,6 +107,7 @@ def research_api_usage(
         return {
             "error": True,
             "summary": f"No documentation is indexed for an SDK called {sdk_name!r}.",
+            "summary_method": "extractive",
             "confidence_score": 0.0,
             "resolved_version": None,
             "version_note": "",
@@ -99,20 +119,41 @@ def research_api_usage(
     options = options_in(errors) + [o for o in options_in(query) if o not in options_in(errors)]
     search_text = " ".join(filter(None, [query, " ".join(options)]))
     results = lib.search(search_text, sdk_name=sdk.name, sdk_version=resolution.resolved, top_k=CANDIDATES)
-    ranked = _best_chunk_per_entity(_rerank(results, options, f"{query}\n{errors}"))
-    snippets = _snippets(lib, ranked[:SNIPPETS])
+    boosts = feedback_boosts(
+        lib.sessions, sdk_name=sdk.name, error_text=errors, sdk_version=resolution.resolved
+    )
+    asked = f"{query}\n{errors}"
+    # Error-driven ranking needs an entity that declares a named option; else the plain ranking.
+    evidence = _rank_by_error_evidence(lib, results, options, errors, search_text, asked, boosts)
+    kind = "error_driven" if evidence is not None else "plain"
+    ranked = _best_chunk_per_entity(
+        evidence if evidence is not None else _rerank(results, options, asked, boosts)
+    )
+    snippets = _snippets(lib, ranked[:SNIPPETS], options)
+    summary, summary_method = summarize(
+        query,
+        # section_path names a match that has no entity name; it is not returned to the caller.
+        [{**s, "section_path": r.result.section_path} for s, r in zip(snippets, ranked, strict=False)],
+        llm=lib.llm,
+        error_text=error_text,
+        sdk_name=sdk.name,
+        version=resolution.resolved,
+    )
     features = ranking_features(ranked)
-    score = confidence(features) if features is not None else 0.0
+    score = confidence(features, kind) if features is not None else 0.0
     response: dict[str, Any] = {
         "error": False,
         "sdk_name": sdk.name,
-        "summary": _summary(ranked, sdk.name, resolution.resolved),
+        "summary": summary,
+        "summary_method": summary_method,
         "confidence_score": score,
         "resolved_version": resolution.resolved,
         "version_note": resolution.note,
         "snippets": snippets,
         "fallback_suggestions": [],
         "confidence_features": asdict(features) if features is not None else None,
+        # Which fitted model read the features: `error_driven` when an entity declares a named option.
+        "confidence_model": kind,
     }
     if score < LOW_CONFIDENCE or not resolution.exact or not snippets:
         response["fallback_suggestions"] = _fallbacks(
@@ -121,16 +162,107 @@ def research_api_usage(
     return response
 
 
-def _rerank(results: list[SearchResult], options: list[str], asked: str) -> list[_Ranked]:
+def _rerank(
+    results: list[SearchResult],
+    options: list[str],
+    asked: str,
+    boosts: dict[SnippetKey, FeedbackBoost] | None = None,
+) -> list[_Ranked]:
     ranked = []
     for result in results:
         option_match = any(_accepts_option(result, option) for option in options)
         entity_match = _entity_named(result, asked)
+        feedback = (boosts or {}).get(SnippetKey(result.source_url, result.entity_name))
         score = (
-            result.score + (OPTION_BOOST if option_match else 0.0) + (ENTITY_BOOST if entity_match else 0.0)
+            result.score
+            + (OPTION_BOOST if option_match else 0.0)
+            + (ENTITY_BOOST if entity_match else 0.0)
+            + (feedback.boost if feedback is not None else 0.0)
         )
-        ranked.append(_Ranked(result, score, option_match, entity_match))
+        ranked.append(_Ranked(result, score, option_match, entity_match, feedback))
     # Two stable sorts: by score, and among equal scores the fresher source first.
+    ranked.sort(key=lambda r: r.result.last_fetched_at, reverse=True)
+    ranked.sort(key=lambda r: -r.score)
+    return ranked
+
+
+def _rank_by_error_evidence(
+    lib: Librarian,
+    results: list[SearchResult],
+    options: list[str],
+    errors: str,
+    search_text: str,
+    asked: str,
+    boosts: dict[SnippetKey, FeedbackBoost],
+) -> list[_Ranked] | None:
+    """Rank entities when the question or error names options (see :mod:`error_evidence`).
+
+    Every entity declaring one of the options competes, not only those the hybrid search returned;
+    each is scored by its best chunk's cosine similarity to the question (one absolute scale for
+    all), plus the option boost scaled by how well the given value fits the option's documentation.
+    None when no option is named or no entity declares one.
+    """
+    if not options or not results or results[0].sdk_name is None:
+        return None
+    sdk, version = results[0].sdk_name, results[0].sdk_version
+    # Hits the vector index scored keep its cosine; acceptors (and keyword-only hits) are compared
+    # with the question through the embedding cache, on the same scale.
+    known = {r.chunk_id: r for r in results}
+    best: dict[tuple[str | None, str], tuple[int, float]] = {}
+
+    def consider(key: tuple[str | None, str], chunk_id: int, cosine: float) -> None:
+        if key not in best or cosine > best[key][1]:
+            best[key] = (chunk_id, cosine)
+
+    for r in results:
+        if r.vector_score is not None:
+            consider((r.entity_name, r.source_url), r.chunk_id, r.vector_score)
+    with lib.sessions() as session:
+        acceptors = lib.acceptors.acceptors(session, sdk, version, options)
+        if not acceptors:
+            return None
+        keyword_only = [
+            ChunkRef(c.id, c.entity_name, c.source_url, c.content_hash, c.content)
+            for c in repository.chunks_by_ids(
+                session, [r.chunk_id for r in results if r.vector_score is None]
+            ).values()
+        ]
+        query_vector = lib.cache.embed_query(search_text)
+        for key, (ref, cosine) in best_chunk_by_similarity(
+            lib.cache, [*acceptors, *keyword_only], query_vector
+        ).items():
+            consider(key, ref.id, cosine)
+        loaded = repository.chunks_by_ids(session, [i for i, _ in best.values() if i not in known])
+    pages: dict[tuple[str | None, str], list[str]] = {}
+    for ref in acceptors:
+        pages.setdefault((ref.entity_name, ref.source_url), []).append(ref.content)
+    values = option_values(errors, options)
+    ranked = []
+    for key, (chunk_id, cosine) in best.items():
+        hit = known.get(chunk_id)
+        chunk = loaded.get(chunk_id)
+        if hit is not None:
+            result = replace(hit, score=round(cosine, 6))
+        elif chunk is not None:
+            result = search_result(chunk, cosine, cosine, None)
+        else:  # deleted since it was read
+            continue
+        accepted = [o for o in options if _accepts_option(result, o)]
+        fit = (
+            sum(option_fit(values.get(o), option_docs(pages.get(key, [result.content]), o)) for o in accepted)
+            / len(accepted)
+            if accepted
+            else 0.0
+        )
+        entity_match = _entity_named(result, asked)
+        feedback = boosts.get(SnippetKey(result.source_url, result.entity_name))
+        score = (
+            cosine
+            + OPTION_BOOST * fit
+            + (ENTITY_BOOST if entity_match else 0.0)
+            + (feedback.boost if feedback is not None else 0.0)
+        )
+        ranked.append(_Ranked(result, score, bool(accepted), entity_match, feedback, fit))
     ranked.sort(key=lambda r: r.result.last_fetched_at, reverse=True)
     ranked.sort(key=lambda r: -r.score)
     return ranked
@@ -158,56 +290,83 @@ def ranking_features(ranked: list[_Ranked]) -> RankingFeatures | None:
         cosine=top.result.vector_score or 0.0,
         margin=max(0.0, top.score - runner_up),
         lexical=1.0 if top.result.lexical_score is not None else 0.0,
-        option_match=1.0 if top.option_match else 0.0,
+        option_match=(top.option_fit if top.option_fit is not None else 1.0) if top.option_match else 0.0,
         entity_match=1.0 if top.entity_match else 0.0,
     )
 
 
-def _snippets(lib: Librarian, ranked: list[_Ranked]) -> list[dict[str, Any]]:
+def _snippets(lib: Librarian, ranked: list[_Ranked], options: list[str]) -> list[dict[str, Any]]:
     ids = [r.result.chunk_id for r in ranked]
     with lib.sessions() as session:
-        kinds = dict(
-            session.execute(
-                select(Chunk.id, Source.kind)
-                .join(Document, Document.id == Chunk.document_id)
-                .join(Source, Source.id == Document.source_id)
-                .where(Chunk.id.in_(ids))
-            ).all()
-        )
-    return [
-        {
-            "content": r.result.content,
-            "source_url": r.result.source_url,
-            "sdk_version": r.result.sdk_version,
-            "entity_name": r.result.entity_name,
-            "entity_type": r.result.entity_type,
-            "last_fetched_at": r.result.last_fetched_at,
-            "score": round(r.score, 4),
-            "trust_level": trust_level(kinds.get(r.result.chunk_id)),
-            "flags": injection_flags(r.result.content),
+        rows = session.execute(
+            select(Chunk.id, Source.kind, Chunk.document_id)
+            .join(Document, Document.id == Chunk.document_id)
+            .join(Source, Source.id == Document.source_id)
+            .where(Chunk.id.in_(ids))
+        ).all()
+        kinds = {row[0]: row[1] for row in rows}
+        documents = {row[0]: row[2] for row in rows}
+        evidence = {
+            r.result.chunk_id: _option_lines(session, documents[r.result.chunk_id], options, r.result.content)
+            for r in ranked
+            if r.option_match and r.result.chunk_id in documents
         }
-        for r in ranked
-    ]
-
-
-def _summary(ranked: list[_Ranked], sdk: str, version: str | None) -> str:
-    if not ranked:
-        return f"Nothing in the indexed {sdk} {version or ''} documentation matches the question.".replace(
-            "  ", " "
+    snippets = []
+    for r in ranked:
+        lines = evidence.get(r.result.chunk_id, [])
+        # The option the error named is the evidence that this entity is the fix: when the best
+        # chunk is an example or a description, quote the option's own line from the same page.
+        content = "\n\n".join([r.result.content, *lines]) if lines else r.result.content
+        snippets.append(
+            {
+                "content": content,
+                "source_url": r.result.source_url,
+                "sdk_version": r.result.sdk_version,
+                "entity_name": r.result.entity_name,
+                "entity_type": r.result.entity_type,
+                "last_fetched_at": r.result.last_fetched_at,
+                "score": round(r.score, 4),
+                "trust_level": trust_level(kinds.get(r.result.chunk_id)),
+                "flags": injection_flags(content),
+                "matched_options": [o for o in options if _accepts_option(r.result, o)]
+                if r.option_match
+                else [],
+                # Structured facts from the connector (a command's options and synopsis), so a
+                # corrector can build a command from the snippet without re-parsing its text.
+                "attributes": r.result.attributes,
+                # How recorded feedback on this or a similar error moved the snippet (feedback.py).
+                **({"feedback": r.feedback.to_dict()} if r.feedback is not None else {}),
+            }
         )
-    top = ranked[0].result
-    synopsis = _synopsis(top.content)
-    name = top.entity_name or top.section_path or "the best match"
-    return f"{name} ({sdk} {top.sdk_version}): {synopsis} Source: {top.source_url}"
+    return snippets
 
 
-def _synopsis(content: str) -> str:
-    fenced = re.search(r"```[^\n]*\n(.+?)```", content, re.DOTALL)
-    if fenced:
-        first = fenced.group(1).strip().splitlines()
-        return f"`{' '.join(line.strip() for line in first[:3])}`"
-    sentences = re.split(r"(?<=[.!?])\s+", " ".join(content.split()))
-    return sentences[0][:300] if sentences else ""
+def _option_lines(session: Session, document_id: int, options: list[str], shown: str) -> list[str]:
+    """The lines of the same document that document ``options`` not already in ``shown``."""
+    missing = [o for o in options if not _mentions(shown, o)]
+    if not missing:
+        return []
+    contents = session.scalars(
+        select(Chunk.content).where(Chunk.document_id == document_id).order_by(Chunk.ordinal)
+    ).all()
+    found: list[str] = []
+    for option in missing:
+        line = next(
+            (
+                line.strip()
+                for content in contents
+                for line in content.splitlines()
+                if _mentions(line, option) and line.lstrip().startswith(("-", "`", option))
+            ),
+            None,
+        )
+        if line:
+            found.append(line[:600])
+    return found
+
+
+def _mentions(text: str, option: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text) is not None
 
 
 def _fallbacks(sdk: str, query: str, version: str | None, exact: bool, resolved: str | None) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -58,6 +59,9 @@ class Source(Base):
     last_status: Mapped[str | None] = mapped_column(String(32))
     last_errors: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
     last_stats: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # What the connector needs to run again (scopes, limits), so `librarian refresh` can repeat it.
+    options: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    refresh_interval_seconds: Mapped[int | None] = mapped_column(Integer)
 
     documents: Mapped[list[Document]] = relationship(back_populates="source")
 
@@ -76,6 +80,9 @@ class Document(Base):
     content_hash: Mapped[str | None] = mapped_column(String(64))
     current_version_no: Mapped[int] = mapped_column(Integer, default=0)
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # HTTP validators of a crawled page (ETag, Last-Modified) for conditional refresh.
+    etag: Mapped[str | None] = mapped_column(Text)
+    last_modified: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
@@ -175,3 +182,27 @@ class IndexState(Base):
     chunk_count: Mapped[int] = mapped_column(Integer, default=0)
     built_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     build_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class ResearchFeedback(Base):
+    """A record that one snippet resolved (or did not resolve) one error, scrubbed of secrets.
+
+    Chunks are replaced on re-ingest, so the snippet is identified by its source URL, entity and
+    content hash rather than by a chunk id.
+    """
+
+    __tablename__ = "research_feedback"
+    __table_args__ = (Index("ix_feedback_sdk_signature", "sdk_name", "error_signature"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sdk_name: Mapped[str] = mapped_column(String(255))
+    sdk_version: Mapped[str | None] = mapped_column(String(255))
+    error_signature: Mapped[str] = mapped_column(String(64))
+    error_text: Mapped[str] = mapped_column(Text)
+    command: Mapped[str | None] = mapped_column(Text)
+    query: Mapped[str | None] = mapped_column(Text)
+    entity_name: Mapped[str | None] = mapped_column(Text)
+    source_url: Mapped[str] = mapped_column(Text)
+    chunk_content_hash: Mapped[str | None] = mapped_column(String(64))
+    helpful: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -41,6 +41,8 @@ class SourceDocument:
         text: canonical text of the whole document.
         parsed: the document's sections.
         metadata: structured facts kept on every chunk of the document (e.g. ``{"options": [...]}``).
+        etag: the HTTP ``ETag`` of a fetched page, stored for the next conditional request.
+        last_modified: the HTTP ``Last-Modified`` of a fetched page, likewise.
     """
 
     path: str
@@ -48,6 +50,8 @@ class SourceDocument:
     text: str
     parsed: ParsedDocument
     metadata: dict[str, Any] = field(default_factory=dict)
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 @dataclass
@@ -55,7 +59,9 @@ class SourceListing:
     """Everything a source yields for one ingest run.
 
     ``revision`` identifies the listed state when the source knows one (a git commit), so an unchanged
-    repository can be skipped without reading a file.
+    repository can be skipped without reading a file. ``unchanged_paths`` names documents the source
+    knows to be unchanged without reading them again (a web page that answered 304 Not Modified): the
+    pipeline keeps them as stored, neither re-chunked nor deleted.
     """
 
     root: Path
@@ -63,3 +69,4 @@ class SourceListing:
     problems: list[SourceProblem]
     revision: str | None = None
     documents: list[SourceDocument] = field(default_factory=list)
+    unchanged_paths: list[str] = field(default_factory=list)

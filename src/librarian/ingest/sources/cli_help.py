@@ -34,6 +34,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -48,6 +49,7 @@ from librarian.ingest.parsed import ParsedDocument, Section
 from librarian.ingest.sources.base import SourceDocument, SourceProblem
 from librarian.ingest.sources.cli_help_parse import (
     CliCommand,
+    CliExample,
     CliOption,
     clean_help_text,
     looks_like_help,
@@ -195,7 +197,9 @@ def _wait_unreaped(pid: int, deadline: float) -> bool:
 
 def _scrubbed_env(home: str, extra: Mapping[str, str] | None) -> dict[str, str]:
     env = {
-        "PATH": os.environ.get("PATH", os.defpath),
+        # Tools installed alongside Librarian come first, as in the task sandbox
+        # (runtime/sandbox.py): the help indexed is that of the tool tasks will run.
+        "PATH": _default_path(),
         "HOME": home,
         "TMPDIR": home,
         "LANG": "C.UTF-8",
@@ -216,10 +220,14 @@ def _scrubbed_env(home: str, extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+def _default_path() -> str:
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+
+
 def _resolve(command: str, env: Mapping[str, str] | None) -> str:
     if not command or command.startswith("-"):
         raise InvalidInputError(f"CLI command {command!r} must be a program name or path")
-    search_path = (env or {}).get("PATH") or os.environ.get("PATH", os.defpath)
+    search_path = (env or {}).get("PATH") or _default_path()
     found = shutil.which(command, path=search_path)
     if found is None:
         raise NotFoundError(
@@ -325,6 +333,7 @@ class _Walker:
                 subcommands=[],
                 raw_help=text[:RAW_HELP_CAP_CHARS],
                 help_args=args,
+                examples=page.examples,
             )
             problems = [SourceProblem(self.doc_path(path), capped)] if out.truncated else []
             return _Fetched(command, text, page.subcommands, problems)
@@ -500,12 +509,21 @@ def cli_documents(result: CliHelpResult, *, command: str) -> list[SourceDocument
             SourceDocument(
                 path="/".join(cmd.path) or command,
                 url=f"cli://{command}/{'/'.join(cmd.path)}",
-                text=f"# {title}\n\n{body}",
+                # The canonical text decides whether a re-ingest changed anything: it holds all sections.
+                text="\n\n".join([f"# {title}", body, *(_example_text(e) for e in cmd.examples)]),
                 parsed=ParsedDocument(
                     title=title,
                     sections=[
                         Section(path=(command, entity), text=_summary(cmd), entity_type="command"),
                         Section(path=(command, entity), text=body, entity_type="command"),
+                        # Examples stay under the command's name: a question phrased like an
+                        # example's title ("upload a file") must find the command it shows.
+                        *(
+                            Section(
+                                path=(command, entity), text=_example_text(example), entity_type="example"
+                            )
+                            for example in cmd.examples
+                        ),
                     ],
                     metadata={"entity_type": "command"},
                 ),
@@ -547,6 +565,10 @@ def _summary(cmd: CliCommand) -> str:
     # Option names stay out of it (they are in the chunk attributes and the detail chunks): sixty
     # `--flag` names would outweigh one sentence of purpose in the embedding.
     return " ".join(sentences[:2])[:400]
+
+
+def _example_text(example: CliExample) -> str:
+    return f"{example.title}\n\n{example.text}" if example.title else example.text
 
 
 def _markdown_body(cmd: CliCommand, own: list[CliOption], inherited: list[CliOption]) -> str:

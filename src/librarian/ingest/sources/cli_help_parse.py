@@ -43,6 +43,10 @@ _WORDS_TITLE = re.compile(r"^[A-Z][\w' /&()-]*$")
 _SYNOPSIS_TITLE = re.compile(r"(?i)^(synopsis|usage)\b")
 _DESCRIPTION_TITLE = re.compile(r"(?i)^description$")
 _NAME_TITLE = re.compile(r"(?i)^name$")
+_EXAMPLES_TITLE = re.compile(r"(?i)^examples?$")
+# "Example 1: Upload an object" (AWS CLI, many man pages) starts one example of an EXAMPLES section.
+_EXAMPLE_HEADING = re.compile(r"^(?:\*\*)?example\s*\d*\s*[:.)-]\s*\S.*$", re.IGNORECASE)
+_ASIDE_START = re.compile(r"^(note|warning|important|tip)\s*:", re.IGNORECASE)
 _COMMANDS_TITLE = re.compile(r"(?i)\b(sub)?commands?\b|\bservices?\b")
 _OPTIONS_TITLE = re.compile(r"(?i)option|flag|parameter|argument|switch")
 _GLOBAL_TITLE = re.compile(r"(?i)global|general|inherited")
@@ -69,6 +73,8 @@ _VERSION = re.compile(
 _MAX_DESCRIPTION = 1500
 _MAX_OPTION_DESCRIPTION = 500
 _MAX_SYNOPSIS = 4000
+_MAX_EXAMPLE = 1500
+_MAX_EXAMPLES = 8
 _MAX_ENTRY_WORDS = 3
 
 
@@ -112,6 +118,15 @@ class HelpPage:
     description: str = ""
     options: list[CliOption] = field(default_factory=list)
     subcommands: list[tuple[str, str]] = field(default_factory=list)
+    examples: list[CliExample] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CliExample:
+    """One worked example from a page's EXAMPLES section: its title and its text with code fenced."""
+
+    title: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,7 @@ class CliCommand:
     subcommands: list[str]
     raw_help: str
     help_args: tuple[str, ...] = ()
+    examples: list[CliExample] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -207,6 +223,7 @@ def parse_help(text: str) -> HelpPage:
     preamble = ""
     options: dict[str, CliOption] = {}
     subcommands: dict[str, str] = {}
+    examples: list[CliExample] = []
     for block in blocks:
         title = block.title
         if _SYNOPSIS_TITLE.match(title):
@@ -218,6 +235,8 @@ def parse_help(text: str) -> HelpPage:
             description = description or _prose(block.lines, _MAX_DESCRIPTION, typeset)
         elif _NAME_TITLE.match(title):
             name_summary = _name_summary(block.lines)
+        elif _EXAMPLES_TITLE.match(title):
+            examples = examples or _parse_examples(block.lines)
         elif _COMMANDS_TITLE.search(title) and not _OPTIONS_TITLE.search(title):
             for name, summary in _parse_entries(block.lines):
                 subcommands.setdefault(name, summary)
@@ -233,7 +252,41 @@ def parse_help(text: str) -> HelpPage:
         description=description or name_summary or preamble,
         options=list(options.values()),
         subcommands=list(subcommands.items()),
+        examples=examples,
     )
+
+
+def _parse_examples(lines: list[str]) -> list[CliExample]:
+    """The worked examples of an EXAMPLES section, each with its explanation and fenced code.
+
+    Worked examples are what an agent most needs (how the options combine), and a question like "how
+    do I upload a file" is phrased like an example's title, not like a reference description. Pages
+    with "Example N:" headings give one example per heading; other pages (man pages listing commands
+    with explanations) give the section as one example. Notes about quoting rules are dropped.
+    """
+    paragraphs = _paragraphs(lines)
+    base = min((_indent(p[0]) for p in paragraphs), default=0)
+    examples: list[tuple[str, list[str]]] = []
+    for paragraph in paragraphs:
+        first = paragraph[0].strip()
+        if _EXAMPLE_HEADING.match(first) and len(paragraph) == 1:
+            examples.append((first.strip("*").strip(), []))
+            continue
+        if not examples:
+            if _ASIDE_START.match(first) or (paragraphs[0] is not paragraph and _indent(paragraph[0]) > base):
+                continue  # a NOTE before the first example, and its indented continuation
+            examples.append(("", []))
+        # Lines indented deeper than the section's prose are code: keep them verbatim, fenced.
+        if all(_indent(line) > base for line in paragraph) and any(_indent(p[0]) == base for p in paragraphs):
+            examples[-1][1].append("```\n" + "\n".join(_dedent(paragraph)) + "\n```")
+        else:
+            examples[-1][1].append(" ".join(" ".join(line.split()) for line in paragraph))
+    out = []
+    for title, parts in examples[:_MAX_EXAMPLES]:
+        text = "\n\n".join(parts)
+        if text.strip():
+            out.append(CliExample(title=title or "Examples", text=text[:_MAX_EXAMPLE]))
+    return out
 
 
 def _split_blocks(text: str) -> tuple[list[_Block], bool]:
