@@ -1,0 +1,192 @@
+"""Celery running the same no-op command task as ``bench.runtime_overhead``, on the same RabbitMQ.
+
+The Celery side of the throughput comparison (Celery is only in the ``bench`` extra; Librarian itself
+never imports it). The task runs ``["true"]`` through ``subprocess.run`` and returns its exit code,
+the nearest Celery equivalent of a ``command_executor`` task; results go back over the ``rpc://``
+backend so the client knows when every task has finished. The queue is named for this run, so it
+never meets the runtime's queues or another run's.
+
+By default Celery runs as it ships (early acknowledgement, prefetch multiplier 4, no publisher
+confirms); ``--reliable`` switches to the guarantees the runtime gives (acknowledgement after the
+task, prefetch 1, publisher confirms), so both a stock and a like-for-like figure can be reported.
+
+    .venv/bin/python -m bench.celery_noop --tasks 500 --workers 4 --repeat 3 \\
+        --broker-url amqp://guest:guest@127.0.0.1:5672//
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import celery
+from celery import Celery
+
+REPO = Path(__file__).resolve().parents[1]
+_BROKER = os.environ.get("BENCH_CELERY_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
+_QUEUE = os.environ.get("BENCH_CELERY_QUEUE", "bench_celery_noop")
+_RELIABLE = os.environ.get("BENCH_CELERY_RELIABLE") == "1"
+
+app = Celery("librarian_bench", broker=_BROKER, backend="rpc://")
+app.conf.update(
+    task_default_queue=_QUEUE,
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+)
+if _RELIABLE:
+    app.conf.update(
+        task_acks_late=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"confirm_publish": True},
+    )
+
+
+def run_true() -> int:
+    """Run ``true`` in a subprocess, as the runtime's no-op command task does."""
+    return subprocess.run(["true"], capture_output=True, timeout=300, check=False).returncode
+
+
+# Celery is untyped (it is only in the bench extra), hence Any.
+noop: Any = app.task(name="bench.noop")(run_true)
+
+
+def start_workers(
+    workers: int, concurrency: int, env: dict[str, str], log: Path
+) -> list[subprocess.Popen[bytes]]:
+    """``workers`` Celery worker processes (prefork pool of ``concurrency`` each)."""
+    processes = []
+    for index in range(workers):
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "bench.celery_noop",
+            "worker",
+            "-Q",
+            env["BENCH_CELERY_QUEUE"],
+            "--concurrency",
+            str(concurrency),
+            "--pool",
+            "prefork",
+            "--loglevel",
+            "WARNING",
+            "--hostname",
+            f"bench{index}-{uuid.uuid4().hex[:6]}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
+        with log.open("ab") as sink:
+            processes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink))
+    return processes
+
+
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """CPU time of ``roots`` and all their live descendants, each with the children it reaped."""
+    parents: dict[int, int] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # exited meanwhile
+                continue
+            parents[int(entry.name)], stats[int(entry.name)] = int(fields[1]), fields
+    members, frontier = set(roots), list(roots)
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in members]
+        members.update(children)
+        frontier.extend(children)
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(sum(int(v) for v in stats[pid][11:15]) for pid in members if pid in stats) / ticks
+
+
+def run_batch(tasks: int, timeout: float) -> float:
+    """Enqueue ``tasks`` no-ops and wait for every result; returns the seconds it took."""
+    started = time.perf_counter()
+    results = [noop.delay() for _ in range(tasks)]
+    for result in results:
+        if result.get(timeout=timeout) != 0:
+            raise RuntimeError("a no-op task failed")
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--concurrency", type=int, default=4, help="pool processes per worker (default 4)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--broker-url", default="amqp://guest:guest@127.0.0.1:5672//")
+    parser.add_argument("--reliable", action="store_true", help="late acks, prefetch 1, publisher confirms")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args()
+
+    queue = f"bench_celery_{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "BENCH_CELERY_BROKER": args.broker_url,
+        "BENCH_CELERY_QUEUE": queue,
+        "BENCH_CELERY_RELIABLE": "1" if args.reliable else "0",
+    }
+    # This process is the client: it must publish to the same queue with the same options.
+    app.conf.update(broker_url=args.broker_url, task_default_queue=queue)
+    if args.reliable:
+        app.conf.update(broker_transport_options={"confirm_publish": True})
+    log = Path(f"/tmp/{queue}.log")
+    processes = start_workers(args.workers, args.concurrency, env, log)
+    load_before = os.getloadavg()
+    try:
+        run_batch(20, 120)  # warm-up: the workers are up and connected once these come back
+        rates, cpu = [], []
+        roots = [process.pid for process in processes]
+        for _ in range(args.repeat):
+            before = tree_cpu_seconds(roots)
+            rates.append(args.tasks / run_batch(args.tasks, args.timeout))
+            cpu.append((tree_cpu_seconds(roots) - before) / args.tasks * 1000)
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        with app.connection_for_write() as connection:
+            connection.default_channel.queue_delete(queue)
+    document: dict[str, Any] = {
+        "system": "celery",
+        "celery_version": celery.__version__,
+        "tasks": args.tasks,
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+        "reliable": args.reliable,
+        "repeat": args.repeat,
+        "tasks_per_second": round(statistics.median(rates), 1),
+        "runs": [round(rate, 1) for rate in rates],
+        "worker_cpu_ms_per_task": round(statistics.median(cpu), 2),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "load_before": [round(value, 2) for value in load_before],
+        "load_after": [round(value, 2) for value in os.getloadavg()],
+    }
+    print(json.dumps(document, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The durable task runtime: workflows as DAGs of tasks, executors, evaluator, orchestrator."""

@@ -1,0 +1,597 @@
+"""The life of one attempt in the database: ready, dispatched, started, result applied, lease expired.
+
+This is the hot path of the runtime: every task goes through it at least once, so each step is one
+compare-and-set ``UPDATE`` (``... WHERE status = :expected AND attempt = :attempt``) plus an insert into
+the event log, as Core statements built once at import (about a sixth of the CPU of building an ORM
+statement per call) rather than ORM loads and refreshes. Two workers racing on one task
+cannot both win; a message for an attempt that is no longer current changes nothing and takes the
+slow path that writes *why* to the event log.
+
+Readiness is decided in SQL (``NOT EXISTS`` a dependency that has not succeeded: ``= ANY(uuid[])`` on
+PostgreSQL, ``json_each`` on SQLite), so a pass over a long chain loads only the tasks it dispatches.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple, cast
+
+from sqlalchemy import ColumnElement, Select, Table, any_, bindparam, exists, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
+from librarian.runtime.evaluator import Evaluation
+from librarian.runtime.models import Task, TaskEvent, Workflow
+from librarian.runtime.store import (
+    IN_FLIGHT,
+    WAITING,
+    add_strategy_reward,
+    as_uuid,
+    get_workflow,
+    idempotency_key,
+    record_event,
+    transition,
+)
+from librarian.storage.models import utcnow
+
+_RUNNING = WorkflowStatus.RUNNING.value
+_TASKS = cast(Table, Task.__table__)
+_WORKFLOWS = cast(Table, Workflow.__table__)
+_EVENTS = cast(Table, TaskEvent.__table__)
+
+
+class ReadyTask(NamedTuple):
+    """A task whose dependencies all succeeded, as the dispatcher needs it."""
+
+    task_id: uuid.UUID
+    workflow_id: uuid.UUID
+    task_key: str
+    status: str
+    attempt: int
+    retries: int
+    executor_type: str
+    payload: dict[str, Any]
+    description: str
+
+
+class TaskState(NamedTuple):
+    """What applying a result needs to know about the task first."""
+
+    workflow_id: uuid.UUID
+    status: str
+    attempt: int
+    retries: int
+    reward: float | None
+    correction_strategy: str | None
+    error_category: str | None
+
+
+# -- statements, built once ----------------------------------------------------------------------
+
+_running_workflow = exists().where(
+    _WORKFLOWS.c.workflow_id == _TASKS.c.workflow_id, _WORKFLOWS.c.final_status == _RUNNING
+)
+
+_DISPATCH = (
+    update(_TASKS)
+    .where(
+        _TASKS.c.task_id == bindparam("p_task_id"),
+        _TASKS.c.status == bindparam("p_status"),
+        _TASKS.c.attempt == bindparam("p_attempt"),
+    )
+    .values(
+        status=TaskStatus.DISPATCHED.value,
+        attempt=bindparam("p_new_attempt"),
+        idempotency_key=bindparam("p_key"),
+        lease_owner=bindparam("p_owner"),
+        lease_expires_at=bindparam("p_expires"),
+        last_update_timestamp=bindparam("p_now"),
+    )
+)
+
+_CLAIM = (
+    update(_TASKS)
+    .where(
+        _TASKS.c.task_id == bindparam("p_task_id"),
+        _TASKS.c.status == TaskStatus.DISPATCHED.value,
+        _TASKS.c.attempt == bindparam("p_attempt"),
+        _running_workflow,
+    )
+    .values(
+        status=TaskStatus.IN_PROGRESS.value,
+        lease_owner=bindparam("p_owner"),
+        lease_expires_at=bindparam("p_expires"),
+        last_update_timestamp=bindparam("p_now"),
+    )
+    .returning(_TASKS.c.workflow_id)
+)
+
+_RENEW = (
+    update(_TASKS)
+    .where(
+        _TASKS.c.task_id == bindparam("p_task_id"),
+        _TASKS.c.attempt == bindparam("p_attempt"),
+        _TASKS.c.status == TaskStatus.IN_PROGRESS.value,
+        _TASKS.c.lease_owner == bindparam("p_owner"),
+    )
+    .values(lease_expires_at=bindparam("p_expires"))
+)
+
+_STATE = select(
+    _TASKS.c.workflow_id,
+    _TASKS.c.status,
+    _TASKS.c.attempt,
+    _TASKS.c.retries,
+    _TASKS.c.reward,
+    _TASKS.c.correction_strategy,
+    _TASKS.c.error_category,
+).where(_TASKS.c.task_id == bindparam("p_task_id"))
+
+_STATES = select(
+    _TASKS.c.workflow_id,
+    _TASKS.c.status,
+    _TASKS.c.attempt,
+    _TASKS.c.retries,
+    _TASKS.c.reward,
+    _TASKS.c.correction_strategy,
+    _TASKS.c.error_category,
+    _TASKS.c.task_id,
+).where(_TASKS.c.task_id.in_(bindparam("p_ids", expanding=True)))
+
+_APPLY = (
+    update(_TASKS)
+    .where(
+        _TASKS.c.task_id == bindparam("p_task_id"),
+        _TASKS.c.status.in_(IN_FLIGHT),
+        _TASKS.c.attempt == bindparam("p_attempt"),
+    )
+    .values(
+        status=bindparam("p_status"),
+        reward=bindparam("p_reward"),
+        feedback_notes=bindparam("p_feedback"),
+        lease_owner=None,
+        lease_expires_at=None,
+        # The outcome of a repaired task's retry is the verdict on the strategy; it is given once.
+        correction_strategy=None,
+        last_update_timestamp=bindparam("p_now"),
+    )
+)
+
+_ADD_REWARD = (
+    update(_WORKFLOWS)
+    .where(_WORKFLOWS.c.workflow_id == bindparam("p_workflow_id"))
+    .values(
+        total_reward=_WORKFLOWS.c.total_reward + bindparam("p_delta"),
+        last_update_timestamp=bindparam("p_now"),
+    )
+)
+
+_EXPIRED = (
+    select(_TASKS.c.task_id)
+    .join(_WORKFLOWS, _WORKFLOWS.c.workflow_id == _TASKS.c.workflow_id)
+    .where(
+        _TASKS.c.status.in_(IN_FLIGHT),
+        _TASKS.c.lease_expires_at < bindparam("p_now"),
+        _WORKFLOWS.c.final_status == _RUNNING,
+    )
+)
+
+_FAILED = (
+    select(_TASKS.c.task_id)
+    .join(_WORKFLOWS, _WORKFLOWS.c.workflow_id == _TASKS.c.workflow_id)
+    .where(_TASKS.c.status == TaskStatus.FAILED.value, _WORKFLOWS.c.final_status == _RUNNING)
+    .order_by(_TASKS.c.last_update_timestamp)
+)
+
+_FINISHABLE = select(_WORKFLOWS.c.workflow_id).where(
+    _WORKFLOWS.c.final_status == _RUNNING,
+    ~exists().where(
+        _TASKS.c.workflow_id == _WORKFLOWS.c.workflow_id, _TASKS.c.status != TaskStatus.SUCCESS.value
+    ),
+)
+
+_INSERT_EVENTS = insert(_EVENTS)
+
+
+def _unmet_dependency(dialect: str) -> ColumnElement[bool]:
+    """``EXISTS`` a dependency of the outer ``tasks`` row that has not succeeded."""
+    dependency = _TASKS.alias("dependency")
+    not_done = dependency.c.status != TaskStatus.SUCCESS.value
+    if dialect == "postgresql":
+        return exists().where(dependency.c.task_id == any_(_TASKS.c.dependencies), not_done)
+    # SQLite keeps the list as a JSON array of the same 32-digit hex text as the task_id column.
+    listed = func.json_each(_TASKS.c.dependencies).table_valued("value").alias("listed")
+    joined = select(1).select_from(listed).join(dependency, dependency.c.task_id == listed.c.value)
+    return exists(joined.where(not_done))
+
+
+def _ready_query(dialect: str) -> Select[Any]:
+    return (
+        select(*(_TASKS.c[name] for name in ReadyTask._fields))
+        .join(_WORKFLOWS, _WORKFLOWS.c.workflow_id == _TASKS.c.workflow_id)
+        .where(
+            _TASKS.c.status.in_(WAITING),
+            _WORKFLOWS.c.final_status == _RUNNING,
+            ~_unmet_dependency(dialect),
+        )
+        .order_by(_TASKS.c.creation_timestamp, _TASKS.c.task_order)
+        .limit(bindparam("p_limit"))
+    )
+
+
+_READY = {dialect: _ready_query(dialect) for dialect in ("postgresql", "sqlite")}
+
+
+def insert_events(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Append entries (dicts of :class:`TaskEvent` columns) to the event log, in order."""
+    if len(rows) == 1:
+        session.execute(_INSERT_EVENTS, rows[0])  # a plain execute costs less than an executemany
+    elif rows:
+        session.execute(_INSERT_EVENTS, rows)
+
+
+# -- ready and dispatched ------------------------------------------------------------------------
+
+
+def ready_tasks(session: Session, limit: int = 1000) -> list[ReadyTask]:
+    """Pending or paused tasks of running workflows whose dependencies have all succeeded, oldest first."""
+    query = _READY[session.get_bind().dialect.name]
+    return [ReadyTask(*row) for row in session.execute(query, {"p_limit": limit})]
+
+
+def dispatch(
+    session: Session,
+    task: ReadyTask,
+    *,
+    owner: str,
+    lease_seconds: float,
+    events: list[dict[str, Any]] | None = None,
+) -> TaskSpec | None:
+    """Lease a ready task to the dispatch queue; returns the message to publish, or ``None`` if lost.
+
+    A paused task (waiting for its corrective sub-plan) is resumed in the same statement, with a
+    ``resumed`` event saying which retry follows. With ``events`` the event rows are appended there
+    for the caller to insert with the rest of its batch (:func:`insert_events`).
+    """
+    now = utcnow()
+    attempt = task.attempt + 1
+    won = session.execute(
+        _DISPATCH,
+        {
+            "p_task_id": task.task_id,
+            "p_status": task.status,
+            "p_attempt": task.attempt,
+            "p_new_attempt": attempt,
+            "p_key": idempotency_key(task.task_id, attempt),
+            "p_owner": owner,
+            "p_expires": now + timedelta(seconds=lease_seconds),
+            "p_now": now,
+        },
+    )
+    if won.rowcount != 1:  # type: ignore[attr-defined]
+        return None  # another orchestrator dispatched it first
+    rows = []
+    if task.status == TaskStatus.PAUSED.value:
+        rows.append(
+            _event(
+                task.workflow_id,
+                task.task_id,
+                "resumed",
+                owner,
+                f"corrective tasks done; retry {task.retries} of {task.task_key!r}",
+                TaskStatus.PAUSED.value,
+                TaskStatus.PENDING.value,
+                now,
+            )
+        )
+    rows.append(
+        _event(
+            task.workflow_id,
+            task.task_id,
+            "dispatched",
+            owner,
+            f"dependencies succeeded; dispatching attempt {attempt}",
+            TaskStatus.PENDING.value,
+            TaskStatus.DISPATCHED.value,
+            now,
+            {"attempt": attempt},
+        )
+    )
+    if events is not None:
+        events.extend(rows)
+    else:
+        insert_events(session, rows)
+    return TaskSpec(
+        task_id=str(task.task_id),
+        workflow_id=str(task.workflow_id),
+        executor_type=task.executor_type,
+        payload=dict(task.payload),
+        description=task.description,
+        attempt=attempt,
+    )
+
+
+def task_spec(task: Task) -> TaskSpec:
+    """The dispatch message of a task's current attempt."""
+    return TaskSpec(
+        task_id=str(task.task_id),
+        workflow_id=str(task.workflow_id),
+        executor_type=task.executor_type,
+        payload=dict(task.payload),
+        description=task.description,
+        attempt=task.attempt,
+    )
+
+
+def failed_task_ids(session: Session) -> list[uuid.UUID]:
+    """Failed tasks of running workflows, oldest failure first: each awaits correction."""
+    return list(session.scalars(_FAILED))
+
+
+def finishable_workflow_ids(session: Session) -> list[uuid.UUID]:
+    """Running workflows whose every task succeeded."""
+    return list(session.scalars(_FINISHABLE))
+
+
+# -- leases --------------------------------------------------------------------------------------
+
+
+def expired_leases(session: Session, now: datetime | None = None) -> list[Task]:
+    """Dispatched or running tasks of running workflows whose lease has expired."""
+    expired = list(session.scalars(_EXPIRED, {"p_now": now or utcnow()}))
+    # Rare: only then are the tasks loaded as objects.
+    return [task for task_id in expired if (task := session.get(Task, task_id)) is not None]
+
+
+def redispatch_expired(session: Session, task: Task, *, owner: str, lease_seconds: float) -> TaskSpec | None:
+    """Dispatch a task whose lease expired again, as a new attempt (the old attempt's result is stale)."""
+    attempt = task.attempt + 1
+    previous_owner = task.lease_owner
+    previous_attempt = task.attempt
+    won = transition(
+        session,
+        task,
+        IN_FLIGHT,
+        {
+            "status": TaskStatus.DISPATCHED.value,
+            "attempt": attempt,
+            "idempotency_key": idempotency_key(task.task_id, attempt),
+            "lease_owner": owner,
+            "lease_expires_at": utcnow() + timedelta(seconds=lease_seconds),
+        },
+        kind="lease_expired",
+        actor=owner,
+        reason=(
+            f"the lease of {previous_owner} on attempt {previous_attempt} expired (worker lost or message "
+            f"lost); dispatching attempt {attempt}"
+        ),
+        attempt=previous_attempt,
+        data={"previous_owner": previous_owner, "previous_attempt": previous_attempt, "attempt": attempt},
+    )
+    return task_spec(task) if won else None
+
+
+def mark_in_progress(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:
+    """Claim a dispatched attempt for ``worker``; ``False`` (and an event) when it is no longer current."""
+    task_id = as_uuid(spec.task_id, "task id")
+    now = utcnow()
+    claimed = session.execute(
+        _CLAIM,
+        {
+            "p_task_id": task_id,
+            "p_attempt": spec.attempt,
+            "p_owner": worker,
+            "p_expires": now + timedelta(seconds=lease_seconds),
+            "p_now": now,
+        },
+    ).first()
+    if claimed is not None:
+        insert_events(
+            session,
+            [
+                _event(
+                    claimed.workflow_id,
+                    task_id,
+                    "started",
+                    worker,
+                    f"attempt {spec.attempt} started by {worker}",
+                    TaskStatus.DISPATCHED.value,
+                    TaskStatus.IN_PROGRESS.value,
+                    now,
+                )
+            ],
+        )
+        return True
+    task = session.get(Task, task_id)
+    if task is None:
+        return False
+    workflow = get_workflow(session, task.workflow_id)
+    if workflow.final_status != _RUNNING:
+        reason = f"attempt {spec.attempt} not started: the workflow is {workflow.final_status}"
+    else:
+        reason = (
+            f"dispatch of attempt {spec.attempt} ignored: the task is {task.status} at attempt "
+            f"{task.attempt} (duplicate or superseded message)"
+        )
+    record_event(
+        session,
+        workflow_id=task.workflow_id,
+        task_id=task.task_id,
+        kind="stale_dispatch_ignored",
+        actor=worker,
+        reason=reason,
+    )
+    return False
+
+
+def renew_lease(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:
+    """Extend the lease of a running attempt (the executor's heartbeat); ``False`` if it was lost."""
+    result = session.execute(
+        _RENEW,
+        {
+            "p_task_id": as_uuid(spec.task_id, "task id"),
+            "p_attempt": spec.attempt,
+            "p_owner": worker,
+            "p_expires": utcnow() + timedelta(seconds=lease_seconds),
+        },
+    )
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+def task_state(session: Session, task_id: str | uuid.UUID) -> TaskState | None:
+    """The fields of a task that evaluating and applying a result need, or ``None`` if it is gone."""
+    row = session.execute(_STATE, {"p_task_id": as_uuid(task_id, "task id")}).first()
+    return TaskState(*row) if row is not None else None
+
+
+def task_states(session: Session, task_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, TaskState]:
+    """:func:`task_state` of several tasks in one query (missing tasks are left out)."""
+    if not task_ids:
+        return {}
+    rows = session.execute(_STATES, {"p_ids": list(set(task_ids))})
+    return {row[-1]: TaskState(*row[:-1]) for row in rows}
+
+
+def apply_result(
+    session: Session,
+    spec: TaskSpec,
+    evaluation: Evaluation,
+    *,
+    actor: str,
+    state: TaskState | None = None,
+) -> bool:
+    """Record the evaluated outcome of one attempt, exactly once; returns whether it was applied.
+
+    ``False`` means the attempt is no longer current (a duplicate message, or a result arriving after
+    its lease expired and the task was dispatched again); that is written to the event log and
+    changes nothing else. ``state`` is :func:`task_state`, when the caller already read it.
+    """
+    task_id = as_uuid(spec.task_id, "task id")
+    states = {task_id: state} if state is not None else None
+    return apply_results(session, [(spec, evaluation)], actor=actor, states=states)[0]
+
+
+def apply_results(
+    session: Session,
+    results: Sequence[tuple[TaskSpec, Evaluation]],
+    *,
+    actor: str,
+    states: Mapping[uuid.UUID, TaskState] | None = None,
+) -> list[bool]:
+    """:func:`apply_result` for several attempts in one transaction; one flag per result, in order.
+
+    Each result is still its own compare-and-set, so a duplicate within the batch is ignored like any
+    other; the event rows are inserted together and the reward of each workflow is updated once.
+    """
+    ids = [as_uuid(spec.task_id, "task id") for spec, _ in results]
+    known = dict(states) if states is not None else task_states(session, ids)
+    now = utcnow()
+    rows: list[dict[str, Any]] = []
+    deltas: dict[uuid.UUID, float] = {}
+    applied = [False] * len(ids)
+    # Rows are locked in task-id order (then workflows in id order): two evaluators applying
+    # overlapping batches on PostgreSQL then never wait on each other in a cycle.
+    for index in sorted(range(len(ids)), key=lambda i: (ids[i], i)):
+        task_id = ids[index]
+        spec, evaluation = results[index]
+        state = known.get(task_id)
+        if state is None:
+            continue
+        status = TaskStatus(evaluation.status)
+        won = session.execute(
+            _APPLY,
+            {
+                "p_task_id": task_id,
+                "p_attempt": spec.attempt,
+                "p_status": status.value,
+                "p_reward": evaluation.reward,
+                "p_feedback": evaluation.feedback,
+                "p_now": now,
+            },
+        )
+        if won.rowcount != 1:  # type: ignore[attr-defined]
+            current = task_state(session, task_id) or state
+            rows.append(
+                _event(
+                    state.workflow_id,
+                    task_id,
+                    "stale_result_ignored",
+                    actor,
+                    f"result of attempt {spec.attempt} ignored: the task is {current.status} at attempt "
+                    f"{current.attempt} (already applied, or superseded after a lease expired)",
+                    None,
+                    None,
+                    now,
+                    {"attempt": spec.attempt, "status": evaluation.status},
+                )
+            )
+            continue
+        before = state.status if state.status in IN_FLIGHT else TaskStatus.IN_PROGRESS.value
+        rows.append(
+            _event(
+                state.workflow_id,
+                task_id,
+                "result_applied",
+                actor,
+                f"attempt {spec.attempt} {status.value} (reward {evaluation.reward:+.2f})",
+                before,
+                status.value,
+                now,
+                {"attempt": spec.attempt, "reward": evaluation.reward},
+            )
+        )
+        if state.correction_strategy and state.error_category:
+            add_strategy_reward(session, state.error_category, state.correction_strategy, evaluation.reward)
+            rows.append(
+                _event(
+                    state.workflow_id,
+                    task_id,
+                    "strategy_rewarded",
+                    actor,
+                    f"strategy {state.correction_strategy!r} for {state.error_category!r} earned "
+                    f"{evaluation.reward:+.2f} (retry {status.value})",
+                    None,
+                    None,
+                    now,
+                    {"strategy": state.correction_strategy, "category": state.error_category},
+                )
+            )
+        # The total is the sum of the task rewards; this reward replaces the task's previous one.
+        delta = evaluation.reward - (state.reward or 0.0)
+        deltas[state.workflow_id] = deltas.get(state.workflow_id, 0.0) + delta
+        # Another result for this task in the same batch must see it applied already.
+        known[task_id] = state._replace(status=status.value, reward=evaluation.reward)
+        applied[index] = True
+    insert_events(session, rows)
+    for workflow_id, delta in sorted(deltas.items()):
+        session.execute(_ADD_REWARD, {"p_workflow_id": workflow_id, "p_delta": delta, "p_now": now})
+    return applied
+
+
+def _event(
+    workflow_id: uuid.UUID,
+    task_id: uuid.UUID | None,
+    kind: str,
+    actor: str,
+    reason: str,
+    from_status: str | None,
+    to_status: str | None,
+    at: datetime,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "workflow_id": workflow_id,
+        "task_id": task_id,
+        "kind": kind,
+        "actor": actor,
+        "reason": reason,
+        "from_status": from_status,
+        "to_status": to_status,
+        "at": at,
+        "data": data or {},
+    }

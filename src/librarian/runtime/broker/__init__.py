@@ -1,0 +1,1 @@
+"""Message transport between the orchestrator, executors and evaluator (in-process or RabbitMQ)."""

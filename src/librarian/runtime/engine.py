@@ -1,0 +1,215 @@
+"""The runtime facade: submit workflows, wait for them, read their state, cancel them.
+
+Embedded (no ``broker_url``): every role runs in this process on an in-memory queue, with
+``runtime_workers`` executor threads, started on the first submission. With ``broker_url`` set the
+runtime only writes workflows to the database; ``librarian worker`` processes (possibly on other
+hosts, sharing the database and RabbitMQ) do the work.
+
+Example:
+    >>> with Runtime(Settings.load()) as runtime:  # doctest: +SKIP
+    ...     report = runtime.run(load_spec(Path("build.yaml")), timeout=60)
+    ...     print(report.status, report.total_reward)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from librarian.config import Settings
+from librarian.errors import TaskFailedError
+from librarian.runtime import clarify, store, wakeup
+from librarian.runtime.broker.base import Broker
+from librarian.runtime.broker.factory import broker_from_url
+from librarian.runtime.broker.memory import InMemoryBroker
+from librarian.runtime.contracts import WorkflowStatus
+from librarian.runtime.correctors import Corrector, CorrectorRegistry, default_correctors
+from librarian.runtime.executors.registry import build_registry
+from librarian.runtime.orchestrator import worker_name
+from librarian.runtime.report import WorkflowReport, build_report, summary
+from librarian.runtime.spec import WorkflowSpec, load_spec
+from librarian.runtime.worker import Services, WorkerGroup
+from librarian.storage.database import open_database
+
+_POLL_SECONDS = 0.02
+
+
+class Runtime:
+    """Submit and follow workflows (embedded workers, or a shared database and broker).
+
+    Args:
+        settings: configuration (database, broker, limits, rewards).
+        correctors: correction strategies; default: :func:`default_correctors`.
+        broker: a broker to use instead of the one ``settings.broker_url`` names; passing one makes
+            the runtime embedded-style (it runs the workers itself).
+        corrector_timeout_seconds: how long one corrector may take before it counts as rejected.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        correctors: Iterable[Corrector] | None = None,
+        broker: Broker | None = None,
+        corrector_timeout_seconds: float = 300.0,
+    ) -> None:
+        self.settings = settings
+        settings.home.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine
+        self.sessions: sessionmaker[Session]
+        self.engine, self.sessions = open_database(settings.resolved_database_url)
+        self.correctors = CorrectorRegistry(default_correctors() if correctors is None else correctors)
+        self.embedded = broker is not None or not settings.broker_url
+        self.corrector_timeout_seconds = corrector_timeout_seconds
+        self._broker = broker
+        self._workers: WorkerGroup | None = None
+        self._lock = threading.Lock()
+        self.executor_types = build_registry(settings).executor_types()
+        self.name = worker_name("runtime")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the embedded workers (idempotent; a no-op with a remote broker)."""
+        with self._lock:
+            if not self.embedded or self._workers is not None:
+                return
+            broker = self._broker or InMemoryBroker()
+            self._broker = broker
+            services = Services(
+                self.settings, self.sessions, broker, self.correctors, self.corrector_timeout_seconds
+            )
+            self._workers = WorkerGroup(services)
+            self._workers.start("all", executor_threads=self.settings.runtime_workers)
+
+    def close(self) -> None:
+        """Stop embedded workers and release the database."""
+        with self._lock:
+            workers, self._workers = self._workers, None
+        if workers is not None:
+            workers.stop()
+            workers.services.broker.close()
+        self.engine.dispose()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- workflows --------------------------------------------------------------------------------
+
+    def load(self, path: Path) -> WorkflowSpec:
+        """Read a workflow file, checking its executor types against the registered ones."""
+        return load_spec(path, known_executor_types=self.executor_types)
+
+    def submit(self, spec: WorkflowSpec) -> str:
+        """Store a workflow as running and return its id (embedded: start the workers too).
+
+        Raises:
+            InvalidInputError: a task names an unknown executor type.
+        """
+        from librarian.runtime.spec import parse_spec
+
+        # Re-validating catches a spec built without executor types checked.
+        parse_spec(spec.to_dict(), origin=f"workflow {spec.name!r}", known_executor_types=self.executor_types)
+        with self.sessions.begin() as session:
+            workflow = store.create_workflow(session, spec, actor=self.name)
+            workflow_id = str(workflow.workflow_id)
+            if not self.embedded:
+                wakeup.notify(session)  # the orchestrators of `librarian worker` processes
+        self.start()
+        if self._workers is not None:
+            self._workers.wake()
+        return workflow_id
+
+    def run(self, spec: WorkflowSpec, *, wait: bool = True, timeout: float | None = None) -> WorkflowReport:
+        """Submit ``spec`` and, with ``wait``, block until it ends (see :meth:`wait`)."""
+        workflow_id = self.submit(spec)
+        return self.wait(workflow_id, timeout=timeout) if wait else self.status(workflow_id)
+
+    def wait(self, workflow_id: str, *, timeout: float | None = None) -> WorkflowReport:
+        """Block until the workflow reaches a final status or pauses with a question for the user.
+
+        Raises:
+            TaskFailedError: ``timeout`` seconds passed first (the workflow keeps running).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self.sessions() as session:
+                status = store.get_workflow(session, workflow_id).final_status
+            if status != WorkflowStatus.RUNNING.value:
+                return self.status(workflow_id)
+            if deadline is not None and time.monotonic() > deadline:
+                raise TaskFailedError(
+                    f"workflow {workflow_id} still running after {timeout:g}s",
+                    hint=f"follow it with: librarian workflow status {workflow_id}",
+                )
+            time.sleep(_POLL_SECONDS)
+
+    def status(self, workflow_id: str) -> WorkflowReport:
+        """The workflow's tree of tasks and its event log.
+
+        Raises:
+            NotFoundError: no such workflow. InvalidInputError: not a workflow id.
+        """
+        with self.sessions() as session:
+            return build_report(session, workflow_id)
+
+    def list(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest workflows first, one summary each."""
+        with self.sessions() as session:
+            return [summary(workflow) for workflow in store.list_workflows(session, limit)]
+
+    def cancel(self, workflow_id: str) -> WorkflowReport:
+        """Stop dispatching the workflow's tasks; running attempts finish but start nothing new.
+
+        A running or paused workflow is cancelled; a finished one is left as it is.
+
+        Raises:
+            NotFoundError: no such workflow.
+        """
+        with self.sessions.begin() as session:
+            workflow = store.get_workflow(session, workflow_id)
+            store.finish_workflow(
+                session,
+                workflow,
+                WorkflowStatus.CANCELLED,
+                actor=self.name,
+                reason="cancelled by request",
+                from_statuses=(WorkflowStatus.RUNNING, WorkflowStatus.PAUSED),
+            )
+        return self.status(workflow_id)
+
+    def answer(self, workflow_id: str, text: str) -> WorkflowReport:
+        """Answer the question a paused workflow asked, and set it running again.
+
+        The correctors see the answer (``CorrectionContext.answers``) when they correct the failed
+        task again, which the orchestrator does at its next pass. Embedded, this starts the workers.
+
+        Raises:
+            NotFoundError: no such workflow. InvalidInputError: an empty answer.
+            ConflictError: the workflow is not waiting for an answer.
+        """
+        with self.sessions.begin() as session:
+            clarify.answer(session, workflow_id, text, actor=self.name)
+            if not self.embedded:
+                wakeup.notify(session)
+        self.start()
+        if self._workers is not None:
+            self._workers.wake()
+        return self.status(workflow_id)
+
+
+def remote_broker(settings: Settings) -> Broker:
+    """The broker ``settings.broker_url`` names (for ``librarian worker``)."""
+    return broker_from_url(settings.broker_url)

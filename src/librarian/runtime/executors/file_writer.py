@@ -1,0 +1,112 @@
+"""``file_writer``: write a text file inside the workflow's workspace, and nowhere else.
+
+Payload: ``path`` (relative to the workspace), ``content`` (text), optional ``encoding`` (default
+UTF-8). Absolute paths and ``..`` components are refused outright; the resolved target must stay in the
+workspace even through symbolic links (a link inside pointing outside is refused). Missing parent
+directories are created. The file is written to a temporary sibling, flushed to disk and renamed over
+the target, so readers never see half a file. Failures carry ``details={"operation": "write", "path"}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from librarian.errors import InvalidInputError, LibrarianError
+from librarian.runtime.contracts import ExecutionResult, TaskSpec, Workspace
+from librarian.runtime.executors.base import PayloadError, failure, field, from_error, success, where
+
+
+class PathRefusedError(InvalidInputError):
+    """A file_writer path that would leave the workspace."""
+
+
+class FileWriter:
+    """Writes files inside a workspace."""
+
+    executor_type: str = "file_writer"
+
+    def execute(self, task: TaskSpec, workspace: Workspace) -> ExecutionResult:
+        """Write ``content`` to ``path``; refuse any path that leaves the workspace."""
+        raw_path = task.payload.get("path")
+        details = {"operation": "write", "path": raw_path if isinstance(raw_path, str) else repr(raw_path)}
+        try:
+            path = field(task, "path", str, required=True)
+            content = field(task, "content", str, required=True)
+            encoding = field(task, "encoding", str) or "utf-8"
+            data = _encode(task, content, encoding)
+            target = resolve_inside(workspace, path)
+            _write_atomically(workspace, path, target, data)
+        except LibrarianError as exc:
+            return from_error(exc, details=details)
+        except OSError as exc:
+            return failure(
+                type(exc).__name__,
+                f"cannot write {details['path']!r} in the workspace: {exc.strerror or exc}",
+                details={**details, "errno": exc.errno},
+            )
+        digest = hashlib.sha256(data).hexdigest()
+        return success(
+            f"wrote {len(data):,} bytes to {path}",
+            output={"path": path, "absolute_path": str(target), "bytes": len(data), "sha256": digest},
+        )
+
+
+def resolve_inside(workspace: Workspace, path: str) -> Path:
+    """The absolute target of ``path`` in ``workspace``, following existing symbolic links.
+
+    Raises:
+        PathRefusedError: an empty or absolute path, a ``..`` component, or a target (after links are
+            followed) outside the workspace.
+    """
+    hint = "give a path relative to the workspace, without '..'"
+    pure = PurePosixPath(path)
+    if not path or "\0" in path or pure == PurePosixPath("."):
+        raise PathRefusedError(f"file path {path!r} does not name a file", hint=hint)
+    if pure.is_absolute() or path.startswith("~"):
+        raise PathRefusedError(
+            f"absolute path {path!r} is refused: files are written only in the workspace", hint=hint
+        )
+    if ".." in pure.parts:
+        raise PathRefusedError(f"path {path!r} is refused: '..' could leave the workspace", hint=hint)
+    root = workspace.root.resolve()
+    target = (root / pure).resolve()  # follows every link that exists along the way
+    if not target.is_relative_to(root) or target == root:
+        raise PathRefusedError(
+            f"path {path!r} is refused: it resolves to {target}, outside the workspace "
+            "(through a symbolic link)",
+            hint=hint,
+        )
+    return target
+
+
+def _write_atomically(workspace: Workspace, path: str, target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Another process may have swapped a directory for a link between the check and the mkdir.
+    if resolve_inside(workspace, path) != target:
+        raise PathRefusedError(f"path {path!r} changed while it was being written")
+    if target.is_dir():
+        raise IsADirectoryError(21, "it is a directory", str(target))
+    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _encode(task: TaskSpec, content: str, encoding: str) -> bytes:
+    try:
+        return content.encode(encoding)
+    except LookupError as exc:
+        raise PayloadError(f"{where(task)}: unknown encoding {encoding!r}") from exc
+    except UnicodeEncodeError as exc:
+        raise PayloadError(
+            f"{where(task)}: the content cannot be encoded as {encoding}: {exc.reason}"
+        ) from exc

@@ -1,0 +1,142 @@
+"""SQLAlchemy models of the runtime (tables made by migration 0004).
+
+A workflow is a DAG of tasks. ``tasks.dependencies`` lists the ids a task waits for; corrective tasks
+inserted by DAG surgery point at the task they repair through ``parent_id``. Every status change
+writes a :class:`TaskEvent`, so the log explains why each task exists and how it got where it is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    Uuid,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
+
+from librarian.storage.models import Base, JSONType, utcnow
+
+
+class UuidList(TypeDecorator[list[uuid.UUID]]):
+    """A list of uuids: ``uuid[]`` on PostgreSQL, a JSON array of hex strings elsewhere."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(ARRAY(Uuid()))
+        return dialect.type_descriptor(JSON())
+
+    def process_bind_param(self, value: list[uuid.UUID] | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if dialect.name == "postgresql":
+            return [uuid.UUID(str(item)) for item in value]
+        return [uuid.UUID(str(item)).hex for item in value]
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> list[uuid.UUID] | None:
+        if value is None:
+            return None
+        return [item if isinstance(item, uuid.UUID) else uuid.UUID(str(item)) for item in value]
+
+
+class Workflow(Base):
+    """One submitted workflow; ``final_status`` is ``running`` until it ends."""
+
+    __tablename__ = "workflows"
+
+    workflow_id: Mapped[uuid.UUID] = mapped_column(Uuid(), primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(255))
+    user_prompt: Mapped[str] = mapped_column(Text)
+    creation_timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_update_timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    final_status: Mapped[str] = mapped_column(String(16), index=True)
+    total_reward: Mapped[float] = mapped_column(Float, default=0.0)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # Why the workflow failed (which task, which limit, what the correctors said), for the report.
+    failure_report: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Task(Base):
+    """One node of a workflow's DAG, original or inserted by surgery."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (UniqueConstraint("workflow_id", "task_key", name="uq_tasks_workflow_key"),)
+
+    task_id: Mapped[uuid.UUID] = mapped_column(Uuid(), primary_key=True, default=uuid.uuid4)
+    workflow_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid(), ForeignKey("workflows.workflow_id", ondelete="CASCADE"), index=True
+    )
+    parent_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid(), ForeignKey("tasks.task_id", ondelete="CASCADE"), index=True
+    )
+    task_order: Mapped[int] = mapped_column(Integer)
+    # The name the workflow file gave the task (or ``<failed key>.fix<n>.<step>`` for corrective ones).
+    task_key: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    dependencies: Mapped[list[uuid.UUID]] = mapped_column(UuidList(), default=list)
+    executor_type: Mapped[str] = mapped_column(String(64))
+    reward: Mapped[float | None] = mapped_column(Float)
+    feedback_notes: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    retries: Mapped[int] = mapped_column(Integer, default=0)
+    creation_timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_update_timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # ``<task_id>:<attempt>`` of the current dispatch; a result carrying another key is stale.
+    idempotency_key: Mapped[str | None] = mapped_column(String(80))
+    lease_owner: Mapped[str | None] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    rationale: Mapped[str | None] = mapped_column(Text)
+    # Set by surgery on the repaired task: the strategy whose reward its next outcome decides.
+    correction_strategy: Mapped[str | None] = mapped_column(String(128))
+    error_category: Mapped[str | None] = mapped_column(String(128))
+
+
+class TaskEvent(Base):
+    """One entry of the append-only event log (``task_id`` is null for workflow-level events)."""
+
+    __tablename__ = "task_events"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[uuid.UUID | None] = mapped_column(Uuid(), index=True)
+    workflow_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid(), ForeignKey("workflows.workflow_id", ondelete="CASCADE"), index=True
+    )
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    kind: Mapped[str] = mapped_column(String(64))
+    from_status: Mapped[str | None] = mapped_column(String(16))
+    to_status: Mapped[str | None] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(255))
+    reason: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+
+
+class StrategyStat(Base):
+    """Aggregated reward of one correction strategy on one error category (the policy's memory)."""
+
+    __tablename__ = "strategy_stats"
+
+    error_category: Mapped[str] = mapped_column(String(128), primary_key=True)
+    strategy: Mapped[str] = mapped_column(String(128), primary_key=True)
+    trials: Mapped[int] = mapped_column(Integer, default=0)
+    total_reward: Mapped[float] = mapped_column(Float, default=0.0)
+    last_update_timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

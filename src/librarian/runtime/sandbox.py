@@ -1,0 +1,603 @@
+"""The Environment Manager: per-workflow workspaces and a resource-limited, secret-free way to run programs.
+
+Every command and code task runs through :meth:`EnvironmentManager.run`:
+
+- no shell: ``argv`` is handed to ``execve`` as it is, so ``"; rm -rf x"`` stays one literal argument;
+- the working directory is the workflow's workspace, ``HOME`` is the workspace, ``TMPDIR`` its ``tmp``;
+- the environment is built from a short allow-list plus the variables the task itself names, so the
+  worker's credentials (``AWS_*``, ``LIBRARIAN_*``, tokens, keys, passwords) never reach a task;
+- address space, CPU time, open files and file size are capped with ``setrlimit``;
+- the process runs in its own session, and the whole process group is killed on timeout, when the
+  worker stops (:meth:`EnvironmentManager.shutdown`) and when the main process exits (an ``atexit``
+  hook), so no background child outlives its task and no task outlives its worker;
+- stdout and stderr keep their first ``output_bytes`` bytes each and say when the rest was cut.
+
+The limits are applied by a launcher that calls ``setrlimit`` on itself and then ``exec``s the program,
+rather than by ``preexec_fn``: executors run in worker threads, and ``preexec_fn`` is not safe in a
+threaded parent (the child can deadlock before ``exec``). The launcher is util-linux's ``prlimit``
+when the machine has it (a C program: about 1 ms to start) and otherwise a tiny Python wrapper
+(about 10 ms: a second interpreter start), which dominated the overhead of a short task. The exit of
+the program is noticed through a pidfd (Linux 5.3+) rather than by polling, so a task that ends is
+reported at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import os
+import re
+import resource
+import select
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from librarian.config import Settings
+from librarian.errors import BackendUnavailableError, InvalidInputError
+from librarian.runtime.contracts import Workspace
+
+_WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Names that look like credentials: never passed through from the worker, whatever the configuration.
+_SECRET_NAME = re.compile(
+    r"^(AWS_|LIBRARIAN_)|TOKEN|_KEY$|KEY_|PASSWORD|PASSWD|SECRET|CREDENTIAL", re.IGNORECASE
+)
+# Copied from the worker when set; nothing else of the worker's environment is.
+DEFAULT_PASSTHROUGH = ("LANG", "LC_ALL", "TZ")
+_READ_CHUNK = 65536
+# After the main process has exited, how long its output pipes may stay open (held by a child that
+# escaped the process group with its own setsid) before they are abandoned.
+_PIPE_GRACE_SECONDS = 2.0
+
+# Runs as ``python -I -S -c _WRAPPER AS CPU NOFILE FSIZE -- argv...``: sets the limits, then becomes
+# the program. Hard limits equal soft ones (CPU gets one extra second so SIGXCPU comes before SIGKILL),
+# so the task cannot raise them back.
+_WRAPPER = """\
+import os, resource, sys
+limits = dict(zip(("AS", "CPU", "NOFILE", "FSIZE"), map(int, sys.argv[1:5])))
+for name, value in limits.items():
+    which = getattr(resource, "RLIMIT_" + name)
+    hard = resource.getrlimit(which)[1]
+    cap = (lambda v: v) if hard == resource.RLIM_INFINITY else (lambda v: min(v, hard))
+    resource.setrlimit(which, (cap(value), cap(value + 1 if name == "CPU" else value)))
+argv = sys.argv[6:]
+try:
+    os.execvp(argv[0], argv)
+except OSError as exc:
+    sys.stderr.write("librarian-sandbox: cannot run %r: %s\\n" % (argv[0], exc.strerror))
+    sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
+"""
+
+
+# Where ``prlimit`` is looked for (never on the task's PATH, which the workflow could influence).
+_SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
+Launcher = Literal["auto", "prlimit", "python"]
+
+
+class CommandNotFoundError(InvalidInputError):
+    """The program named by ``argv[0]`` is not on the sandbox's ``PATH`` (or not in the workspace)."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one run.
+
+    Attributes:
+        timeout_seconds: wall-clock limit; the process group is killed when it passes.
+        memory_mb: address-space limit (``RLIMIT_AS``) of each process, in MiB.
+        output_bytes: bytes of stdout, and separately of stderr, that are kept.
+        open_files: ``RLIMIT_NOFILE``.
+        file_bytes: largest file a task may write (``RLIMIT_FSIZE``).
+    """
+
+    timeout_seconds: float = 300.0
+    memory_mb: int = 2048
+    output_bytes: int = 1_000_000
+    open_files: int = 1024
+    file_bytes: int = 4 * 1024**3
+
+    @property
+    def cpu_seconds(self) -> int:
+        """``RLIMIT_CPU``: a backstop behind the wall-clock timeout that still lets every core work."""
+        return math.ceil(self.timeout_seconds) * (os.cpu_count() or 1) + 1
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """What one run produced.
+
+    ``exit_code`` is negative when the process was killed by a signal (``-9`` after a timeout).
+    ``stdout``/``stderr`` are decoded as UTF-8 (bad bytes replaced); when cut, they end with a line
+    saying how much was kept, and ``*_truncated`` is true. ``*_bytes`` count everything produced.
+    """
+
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_seconds: float
+    stdout_bytes: int
+    stderr_bytes: int
+    stdout_truncated: bool
+    stderr_truncated: bool
+
+    @property
+    def signal_name(self) -> str | None:
+        """The name of the signal that ended the process (``"SIGKILL"``), or None for a normal exit."""
+        if self.exit_code >= 0:
+            return None
+        try:
+            return signal.Signals(-self.exit_code).name
+        except ValueError:
+            return f"signal {-self.exit_code}"
+
+
+class _ProcessGroups:
+    """The process groups of the runs in progress, so they can all be killed at once (thread-safe).
+
+    A group leaves the registry before its leader is reaped, and killing holds the same lock: a group
+    id signalled here is always still a live group's, never a reused pid.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: set[int] = set()
+        self.closed = False
+
+    def add(self, pgid: int) -> bool:
+        """Register a new group; after :meth:`kill_all` with ``close`` it is killed at once instead."""
+        with self._lock:
+            if self.closed:
+                _kill_group(pgid)
+                return False
+            self._live.add(pgid)
+            return True
+
+    def discard(self, pgid: int) -> None:
+        """Forget a group whose leader is about to be reaped."""
+        with self._lock:
+            self._live.discard(pgid)
+
+    def kill_all(self, *, close: bool = False) -> int:
+        """SIGKILL every registered group (and, with ``close``, every later one); how many there were."""
+        with self._lock:
+            self.closed = self.closed or close
+            for pgid in self._live:
+                _kill_group(pgid)
+            return len(self._live)
+
+
+# Every manager of this process, for the exit hook; weak, so a manager that is dropped is not kept.
+_MANAGERS: weakref.WeakSet[EnvironmentManager] = weakref.WeakSet()
+_MANAGERS_LOCK = threading.Lock()
+
+
+def kill_all_sandboxes() -> int:
+    """Kill the process group of every run in progress of every manager; how many were killed.
+
+    Registered with ``atexit``: a worker that exits (``librarian worker`` on SIGTERM, an embedded
+    runtime's program ending) leaves no task running orphaned, which would otherwise run a second time
+    once its lease expires. The managers stay usable.
+    """
+    with _MANAGERS_LOCK:
+        managers = list(_MANAGERS)
+    return sum(manager.kill_running() for manager in managers)
+
+
+atexit.register(kill_all_sandboxes)
+
+
+class EnvironmentManager:
+    """Owns the workspaces of workflows and runs programs inside them under limits.
+
+    Args:
+        root: directory holding one workspace per workflow (``<home>/workspaces`` by default).
+        limits: default limits of :meth:`run`.
+        path: ``PATH`` of the sandbox; default: the interpreter's own ``bin`` directory (where tools
+            installed with Librarian, such as ``aws``, live) followed by the worker's ``PATH``.
+        passthrough: names of worker variables copied into every run when set. Names that look like
+            credentials are refused, so a configuration mistake cannot leak them.
+        launcher: what sets the limits before the program starts: ``prlimit`` (util-linux), the
+            ``python`` wrapper, or ``auto`` (``prlimit`` when installed, else ``python``).
+
+    Raises:
+        InvalidInputError: a passthrough name looks like a credential or is not a variable name, or
+            ``launcher="prlimit"`` on a machine without it.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        limits: SandboxLimits | None = None,
+        path: str | None = None,
+        passthrough: Sequence[str] = DEFAULT_PASSTHROUGH,
+        launcher: Launcher = "auto",
+    ) -> None:
+        self.root = root.expanduser().resolve()
+        self.limits = limits or SandboxLimits()
+        if path is None:
+            inherited = os.environ.get("PATH", os.defpath)
+            path = os.pathsep.join([str(Path(sys.executable).parent), inherited])
+        self.path = path
+        for name in passthrough:
+            if not _ENV_NAME.fullmatch(name) or _SECRET_NAME.search(name):
+                raise InvalidInputError(
+                    f"sandbox passthrough variable {name!r} is refused: it looks like a credential "
+                    "or is not a variable name",
+                    hint="pass secrets in the task payload's env instead",
+                )
+        self.passthrough = tuple(passthrough)
+        prlimit = shutil.which("prlimit", path=_SYSTEM_BIN) if launcher != "python" else None
+        if launcher == "prlimit" and prlimit is None:
+            raise InvalidInputError(
+                "the sandbox launcher 'prlimit' is not installed", hint="install util-linux or use 'auto'"
+            )
+        self.prlimit = prlimit
+        self._groups = _ProcessGroups()
+        with _MANAGERS_LOCK:
+            _MANAGERS.add(self)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`shutdown` was called: runs are refused from then on."""
+        return self._groups.closed
+
+    def kill_running(self) -> int:
+        """SIGKILL the process group of every run in progress; returns how many there were.
+
+        Each killed run returns at once with exit code ``-9``; later runs are not affected.
+        """
+        return self._groups.kill_all()
+
+    def shutdown(self) -> int:
+        """Kill every run in progress and refuse new ones (the worker is stopping).
+
+        Returns how many runs were killed. A run that starts concurrently is killed as soon as its
+        process exists; one that starts afterwards raises :class:`BackendUnavailableError`.
+        """
+        return self._groups.kill_all(close=True)
+
+    @property
+    def launcher(self) -> Literal["prlimit", "python"]:
+        """``prlimit`` or ``python``: the launcher that applies the limits."""
+        return "prlimit" if self.prlimit else "python"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EnvironmentManager:
+        """Workspaces under ``settings.home/workspaces`` and the ``runtime_task_*`` limits."""
+        limits = SandboxLimits(
+            timeout_seconds=settings.runtime_task_timeout_seconds,
+            memory_mb=settings.runtime_task_memory_mb,
+            output_bytes=settings.runtime_task_output_bytes,
+        )
+        return cls(settings.home / "workspaces", limits=limits)
+
+    def workspace_for(self, workflow_id: str) -> Workspace:
+        """Create (if needed) and return the workspace of ``workflow_id``.
+
+        Raises:
+            InvalidInputError: the id is not 1-128 letters, digits, ``.``, ``_`` or ``-`` starting with
+                a letter or digit (so it can never name ``..`` or a path).
+        """
+        if not _WORKFLOW_ID.fullmatch(workflow_id):
+            raise InvalidInputError(
+                f"workflow id {workflow_id!r} cannot name a workspace",
+                hint="use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            )
+        directory = self.root / workflow_id
+        (directory / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
+        return Workspace(root=directory, workflow_id=workflow_id)
+
+    def environment(self, workspace: Workspace, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The complete environment of a run: the allow-list, then ``overrides``.
+
+        Overrides come from the task payload and may name anything (a workflow may set
+        ``AWS_ENDPOINT_URL`` or its own credentials); the worker's own values are never inherited.
+
+        Raises:
+            InvalidInputError: an override name is not a variable name, or a value is not a string
+                or contains a NUL byte.
+        """
+        env = {name: os.environ[name] for name in self.passthrough if name in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        env.update(PATH=self.path, HOME=str(workspace.root), TMPDIR=str(workspace.root / "tmp"))
+        for name, value in (overrides or {}).items():
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise InvalidInputError(f"environment variable name {name!r} is not valid")
+            if not isinstance(value, str) or "\0" in value:
+                raise InvalidInputError(f"environment variable {name} must be a string without NUL bytes")
+            env[name] = value
+        return env
+
+    def run(
+        self,
+        argv: Sequence[str],
+        workspace: Workspace,
+        *,
+        timeout_seconds: float | None = None,
+        memory_mb: int | None = None,
+        output_bytes: int | None = None,
+        env_overrides: Mapping[str, str] | None = None,
+        stdin: str | bytes | None = None,
+    ) -> ProcessOutcome:
+        """Run ``argv`` (no shell) in ``workspace`` under limits; never raises for the program failing.
+
+        Args:
+            argv: program and arguments; ``argv[0]`` is looked up on the sandbox ``PATH`` unless it
+                contains a ``/`` (then it is relative to the workspace or absolute).
+            workspace: from :meth:`workspace_for`; the working directory and ``HOME``.
+            timeout_seconds, memory_mb, output_bytes: override this manager's default limits.
+            env_overrides: variables the task sets (see :meth:`environment`).
+            stdin: data fed to the program's standard input; none means ``/dev/null``.
+
+        Returns:
+            The exit code, captured output and whether the timeout struck.
+
+        Raises:
+            InvalidInputError: an empty argv, a non-string or NUL-containing argument, bad limits or
+                bad variables.
+            CommandNotFoundError: ``argv[0]`` cannot be found.
+            BackendUnavailableError: the machine cannot start a process (no memory, no pids left), or
+                this manager was shut down.
+        """
+        limits = SandboxLimits(
+            timeout_seconds=self.limits.timeout_seconds if timeout_seconds is None else timeout_seconds,
+            memory_mb=self.limits.memory_mb if memory_mb is None else memory_mb,
+            output_bytes=self.limits.output_bytes if output_bytes is None else output_bytes,
+            open_files=self.limits.open_files,
+            file_bytes=self.limits.file_bytes,
+        )
+        _check_limits(limits)
+        args = _checked_argv(argv)
+        env = self.environment(workspace, env_overrides)
+        (workspace.root / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
+        _find_program(args[0], env["PATH"], workspace)
+        if self.closed:
+            raise BackendUnavailableError(
+                f"the sandbox is shutting down and cannot start {args[0]!r}",
+                hint="the worker is stopping; the task runs again once its lease expires",
+            )
+        wrapper = self._launch(limits, args)
+        with _stdin_file(stdin) as stdin_handle:
+            started = time.monotonic()
+            try:
+                process = subprocess.Popen(
+                    wrapper,
+                    stdin=stdin_handle if stdin_handle is not None else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=workspace.root,
+                    env=env,
+                    shell=False,
+                    start_new_session=True,  # its own process group, killed as a whole
+                    close_fds=True,
+                )
+            except OSError as exc:  # fork or pipe creation failed: the machine, not the task
+                raise BackendUnavailableError(f"the sandbox cannot start {args[0]!r}: {exc}") from exc
+            self._groups.add(process.pid)  # its pid is its process group's id
+            stdout, stderr, timed_out = _collect(process, limits, started, self._groups)
+        duration = time.monotonic() - started
+        out_text, out_cut = stdout.text()
+        err_text, err_cut = stderr.text()
+        return ProcessOutcome(
+            argv=args,
+            exit_code=process.returncode,
+            stdout=out_text,
+            stderr=err_text,
+            timed_out=timed_out,
+            duration_seconds=duration,
+            stdout_bytes=stdout.total,
+            stderr_bytes=stderr.total,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+        )
+
+    def _launch(self, limits: SandboxLimits, args: tuple[str, ...]) -> list[str]:
+        """The argv that applies ``limits`` to itself, then ``exec``s ``args``."""
+        if self.prlimit is None:
+            numbers = (
+                limits.memory_mb * 1024 * 1024,
+                limits.cpu_seconds,
+                limits.open_files,
+                limits.file_bytes,
+            )
+            return [sys.executable, "-I", "-S", "-c", _WRAPPER, *map(str, numbers), "--", *args]
+        # The child inherits this process's limits, so capping at our own hard limits here is what
+        # the Python wrapper does in the child: a hard limit can never be raised.
+        options = [
+            f"--{option}={_cap(which, soft)}:{_cap(which, hard)}"
+            for option, which, soft, hard in (
+                ("as", resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024, limits.memory_mb * 1024 * 1024),
+                # One extra second of hard limit, so SIGXCPU comes before SIGKILL.
+                ("cpu", resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
+                ("nofile", resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+                ("fsize", resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
+            )
+        ]
+        return [self.prlimit, *options, "--", *args]
+
+
+def _cap(which: int, value: int) -> int:
+    hard = resource.getrlimit(which)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+class _Capture:
+    """Keeps the first ``limit`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.limit - len(self.kept)
+        if room > 0:
+            self.kept += data[:room]
+
+    def text(self) -> tuple[str, bool]:
+        """The kept bytes as text, ending with a note when some were cut; and whether they were."""
+        # NUL cannot be stored in PostgreSQL text or jsonb (`find -print0`, binary output).
+        text = self.kept.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+        if self.total <= self.limit:
+            return text, False
+        return f"{text}\n[output cut: kept the first {self.limit:,} of {self.total:,} bytes]\n", True
+
+
+def _collect(
+    process: subprocess.Popen[bytes], limits: SandboxLimits, started: float, groups: _ProcessGroups
+) -> tuple[_Capture, _Capture, bool]:
+    """Drain both pipes, enforce the timeout, kill what the process left running, reap it.
+
+    Exit is detected with ``WNOWAIT`` so the leader stays a zombie until its group has been killed:
+    its pid, which is also the group id, cannot be reused by another process meanwhile.
+    """
+    assert process.stdout is not None and process.stderr is not None
+    out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
+    captures = {process.stdout.fileno(): out, process.stderr.fileno(): err}
+    deadline = started + limits.timeout_seconds
+    timed_out = exited = False
+    pipe_deadline = math.inf
+    selector = selectors.DefaultSelector()
+    pidfd = _open_pidfd(process.pid)
+    try:
+        for stream in (process.stdout, process.stderr):
+            os.set_blocking(stream.fileno(), False)
+            selector.register(stream, selectors.EVENT_READ)
+        if pidfd is not None:
+            # Readable once the program exits: the select below wakes at once instead of polling.
+            selector.register(pidfd, selectors.EVENT_READ)
+        while any(fd != pidfd for fd in selector.get_map()):
+            now = time.monotonic()
+            if not timed_out and now >= deadline:
+                timed_out = True
+                _kill_group(process.pid)
+            if not exited and _has_exited(process.pid):
+                exited = True
+                _kill_group(process.pid)  # background children holding the pipes open
+                pipe_deadline = now + _PIPE_GRACE_SECONDS
+                if pidfd is not None:
+                    selector.unregister(pidfd)  # stays readable: it would spin the loop
+            if now >= pipe_deadline:
+                break  # a child that left the group with its own setsid keeps them open: abandon it
+            for key, _ in selector.select(timeout=min(0.1, max(0.01, deadline - now))):
+                fd = key.fd
+                if fd == pidfd:
+                    continue  # handled at the top of the loop
+                try:
+                    data = os.read(fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if data:
+                    captures[fd].add(data)
+                else:
+                    selector.unregister(key.fileobj)
+        # The pipes are closed, but the program may run on without them until the deadline. (Pipes
+        # usually close a moment before the exit can be waited for, so this is reached every time.)
+        pause = 0.0005
+        while not _has_exited(process.pid):
+            now = time.monotonic()
+            if not timed_out and now >= deadline:
+                timed_out = True
+                _kill_group(process.pid)
+            wait = max(0.0, deadline - now) if not timed_out else 0.02
+            if pidfd is not None:
+                select.select([pidfd], [], [], min(wait, 1.0))
+            else:
+                time.sleep(min(pause, wait or pause))
+                pause = min(pause * 2, 0.02)
+    finally:
+        selector.close()
+        if pidfd is not None:
+            os.close(pidfd)
+        _kill_group(process.pid)
+        groups.discard(process.pid)  # before reaping: from then on the pid may be reused
+        process.wait()
+        process.stdout.close()
+        process.stderr.close()
+    return out, err, timed_out
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A pidfd of ``pid`` (readable once it exits), or ``None`` where the kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux, a kernel before 5.3, or seccomp forbids it
+        return None
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether ``pid`` has exited, without reaping it (``WNOWAIT``)."""
+    try:
+        result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return result is not None
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is already empty
+        os.killpg(pgid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _stdin_file(data: str | bytes | None) -> Iterator[IO[bytes] | None]:
+    """Standard input as an unnamed temporary file, so a large input never blocks on a pipe."""
+    if data is None:
+        yield None
+        return
+    with tempfile.TemporaryFile() as handle:
+        handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+        handle.seek(0)
+        yield handle
+
+
+def _checked_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(argv, str) or not argv:
+        raise InvalidInputError(
+            "argv must be a non-empty list of strings", hint='e.g. ["git", "status"]; no shell is used'
+        )
+    for index, arg in enumerate(argv):
+        if not isinstance(arg, str) or "\0" in arg:
+            raise InvalidInputError(f"argv[{index}] must be a string without NUL bytes, got {arg!r}")
+    if not argv[0]:
+        raise InvalidInputError("argv[0] (the program) is empty")
+    return tuple(argv)
+
+
+def _check_limits(limits: SandboxLimits) -> None:
+    if not limits.timeout_seconds > 0:
+        raise InvalidInputError(f"timeout_seconds must be positive, got {limits.timeout_seconds}")
+    if limits.memory_mb < 16:
+        raise InvalidInputError(f"memory_mb must be at least 16, got {limits.memory_mb}")
+    if limits.output_bytes < 0:
+        raise InvalidInputError(f"output_bytes must not be negative, got {limits.output_bytes}")
+
+
+def _find_program(program: str, path: str, workspace: Workspace) -> None:
+    """Fail early with a clear error instead of an exit code 127 the caller has to guess about."""
+    if "/" in program:
+        candidate = Path(program) if program.startswith("/") else workspace.root / program
+        if candidate.is_file():
+            return
+        raise CommandNotFoundError(f"program {program!r} does not exist", hint=f"looked at {candidate}")
+    if shutil.which(program, path=path) is None:
+        raise CommandNotFoundError(
+            f"command {program!r} was not found on the sandbox PATH",
+            hint="install it, or give its full path; the PATH is " + path,
+        )

@@ -1,0 +1,89 @@
+"""Which version of a tool a workflow's sandbox actually runs, for the self-correcting loop.
+
+Documentation is searched for the version that is installed, not the newest one, so a failing
+``aws`` call is corrected with the ``aws`` manual of the right release. The probe runs inside the
+sandbox (same ``PATH``, same scrubbed environment) and tries, in order: ``TOOL --version``,
+``TOOL version``, and, for a Python distribution, ``importlib.metadata.version(TOOL)``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+
+from librarian.errors import InvalidInputError
+from librarian.runtime.contracts import Workspace
+from librarian.runtime.sandbox import EnvironmentManager
+
+# A dotted version not glued to a preceding word or number: ``1.45.11``, ``v20.1.0``, ``9.6p1``,
+# ``2.0.0-rc1``; ``Python/3.11`` later on the line is not reached because the first match wins.
+_VERSION = re.compile(r"(?<![A-Za-z0-9.])v?(?P<version>\d+(?:\.\d+)+(?:[-+]?[A-Za-z]+\d*(?:\.\d+)*)?)")
+_METADATA = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+_RAW_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class ToolVersion:
+    """A detected version: ``ToolVersion("aws", "1.45.11", "aws-cli/1.45.11 Python/3.11 ...")``."""
+
+    tool: str
+    version: str
+    raw: str
+
+
+def parse_version(text: str) -> str | None:
+    """The first version number in a ``--version`` answer, or None.
+
+    >>> parse_version("aws-cli/1.45.11 Python/3.11.9 Linux/6.8 botocore/1.37.11")
+    '1.45.11'
+    >>> parse_version("git version 2.43.0")
+    '2.43.0'
+    >>> parse_version("pip 24.0 from /usr/lib/python3/dist-packages/pip (python 3.11)")
+    '24.0'
+    """
+    match = _VERSION.search(text)
+    return match["version"] if match else None
+
+
+def detect_version(
+    tool: str, env: EnvironmentManager, workspace: Workspace, *, timeout_seconds: float = 30.0
+) -> ToolVersion | None:
+    """Ask the sandbox which version of ``tool`` it has.
+
+    Args:
+        tool: a program name (``git``, ``aws``), or a command prefix split like a shell would
+            (``"python -m pip"``); a bare name is also tried as a Python distribution.
+        env: the Environment Manager whose sandbox is asked.
+        workspace: where the probe runs.
+        timeout_seconds: limit of each attempt.
+
+    Returns:
+        The tool, its version and the raw output it was read from; None when no attempt printed a
+        version (the tool is missing or says nothing useful).
+
+    Raises:
+        InvalidInputError: ``tool`` is empty or has unbalanced quotes.
+    """
+    try:
+        prefix = shlex.split(tool)
+    except ValueError as exc:
+        raise InvalidInputError(f"cannot split the tool command {tool!r}: {exc}") from exc
+    if not prefix:
+        raise InvalidInputError("the tool to probe is empty", hint="e.g. 'git' or 'python -m pip'")
+    attempts = [[*prefix, "--version"], [*prefix, "version"]]
+    if len(prefix) == 1 and "/" not in tool:
+        attempts.append([sys.executable, "-I", "-c", _METADATA, tool])
+    for argv in attempts:
+        try:
+            outcome = env.run(argv, workspace, timeout_seconds=timeout_seconds)
+        except InvalidInputError:  # the program does not exist: the next attempt may still work
+            continue
+        if outcome.exit_code != 0 or outcome.timed_out:
+            continue
+        raw = (outcome.stdout.strip() + "\n" + outcome.stderr.strip()).strip()
+        version = parse_version(raw)
+        if version is not None:
+            return ToolVersion(tool=tool, version=version, raw=raw[:_RAW_LIMIT])
+    return None

@@ -1,0 +1,161 @@
+"""The runtime's tables and store: migration from 0003, compare-and-set transitions, the event log."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from librarian.runtime import attempts, store
+from librarian.runtime.contracts import TaskStatus
+from librarian.runtime.evaluator import Evaluation
+from librarian.runtime.models import Task
+from librarian.runtime.spec import WorkflowBuilder, WorkflowSpec
+from librarian.storage.database import MIGRATIONS_DIR, create_database_engine, open_database
+
+
+def upgrade_to(url: str, revision: str) -> None:
+    engine = create_database_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    engine.dispose()
+
+
+def two_step_spec() -> WorkflowSpec:
+    return (
+        WorkflowBuilder("pair", goal="two steps")
+        .task("first", "command_executor", {"argv": ["true"]})
+        .task("second", "command_executor", {"argv": ["true"]}, depends_on=["first"])
+        .build()
+    )
+
+
+def test_a_revision_0003_store_upgrades_to_the_runtime_tables_with_its_data(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade_to(url, "0003")
+    old = create_engine(url)
+    with old.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO sources (id, source_key, uri, kind, tags, created_at, last_errors, last_stats) "
+                "VALUES (1, 'k', '/docs', 'local', '[]', '2026-01-01', '[]', '{}')"
+            )
+        )
+    old.dispose()
+
+    engine, sessions = open_database(url)
+
+    tables = set(inspect(engine).get_table_names())
+    with engine.connect() as connection:
+        revision = connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+        kept = connection.execute(text("SELECT uri FROM sources")).scalar_one()
+    with sessions.begin() as session:
+        workflow = store.create_workflow(session, two_step_spec(), actor="test")
+        workflow_id = workflow.workflow_id
+    with sessions() as session:
+        tasks = store.workflow_tasks(session, workflow_id)
+    engine.dispose()
+    assert {"workflows", "tasks", "task_events", "strategy_stats"} <= tables
+    assert revision >= "0004" and kept == "/docs"
+    assert tasks[1].dependencies == [tasks[0].task_id]
+
+
+def test_postgres_uses_uuid_array_and_jsonb_with_the_indexes(postgres_url: str) -> None:
+    engine, sessions = open_database(postgres_url)
+    with engine.connect() as connection:
+        types: dict[str, str] = dict(
+            connection.execute(
+                text(
+                    "SELECT column_name, udt_name FROM information_schema.columns WHERE table_name = 'tasks'"
+                )
+            ).all()
+        )
+    indexes = {index["name"] for index in inspect(engine).get_indexes("tasks")}
+    with sessions.begin() as session:
+        workflow = store.create_workflow(session, two_step_spec(), actor="test")
+        workflow_id = workflow.workflow_id
+    with sessions() as session:
+        first, second = store.workflow_tasks(session, workflow_id)
+        ready = attempts.ready_tasks(session)
+    engine.dispose()
+    assert types["task_id"] == "uuid" and types["dependencies"] == "_uuid"
+    assert types["feedback_notes"] == "jsonb"
+    assert {"ix_tasks_status", "ix_tasks_workflow_id"} <= indexes
+    assert second.dependencies == [first.task_id]
+    assert [task.task_key for task in ready] == ["first"]
+
+
+def sqlite_sessions(tmp_path: Path) -> sessionmaker[Session]:
+    _, sessions = open_database(f"sqlite:///{tmp_path / 'runtime.db'}")
+    return sessions
+
+
+def test_a_task_is_dispatched_once_even_when_two_orchestrators_race(tmp_path: Path) -> None:
+    sessions = sqlite_sessions(tmp_path)
+    with sessions.begin() as session:
+        workflow_id = store.create_workflow(session, two_step_spec(), actor="test").workflow_id
+    with sessions() as one, sessions() as two:
+        task_one = attempts.ready_tasks(one)[0]
+        task_two = attempts.ready_tasks(two)[0]  # both saw the task pending
+        first = attempts.dispatch(one, task_one, owner="orch-1", lease_seconds=30)
+        one.commit()
+        second = attempts.dispatch(two, task_two, owner="orch-2", lease_seconds=30)
+        two.commit()
+    with sessions() as session:
+        task = store.workflow_tasks(session, workflow_id)[0]
+    assert first is not None and first.attempt == 1
+    assert second is None
+    assert task.status == TaskStatus.DISPATCHED.value and task.lease_owner == "orch-1"
+
+
+def test_a_result_is_applied_once_and_a_duplicate_is_logged(tmp_path: Path) -> None:
+    sessions = sqlite_sessions(tmp_path)
+    with sessions.begin() as session:
+        workflow_id = store.create_workflow(session, two_step_spec(), actor="test").workflow_id
+        spec = attempts.dispatch(session, attempts.ready_tasks(session)[0], owner="orch", lease_seconds=30)
+    assert spec is not None
+    verdict = Evaluation(
+        TaskStatus.SUCCESS, 1.0, {"status": "success", "notes": "ok", "stdout": "", "stderr": ""}
+    )
+    with sessions.begin() as session:
+        assert attempts.mark_in_progress(session, spec, worker="exec", lease_seconds=30)
+    with sessions.begin() as session:
+        applied = attempts.apply_result(session, spec, verdict, actor="eval")
+    with sessions.begin() as session:
+        duplicate = attempts.apply_result(session, spec, verdict, actor="eval")
+    with sessions() as session:
+        workflow = store.get_workflow(session, workflow_id)
+        task = session.get(Task, uuid.UUID(spec.task_id))
+        kinds = [event.kind for event in store.events(session, workflow_id, task.task_id if task else None)]
+    assert applied and not duplicate
+    assert task is not None and task.status == "success" and task.reward == 1.0
+    assert workflow.total_reward == 1.0
+    assert kinds == ["task_created", "dispatched", "started", "result_applied", "stale_result_ignored"]
+
+
+def test_a_duplicate_inside_one_batch_is_applied_once_and_logged_after(tmp_path: Path) -> None:
+    sessions = sqlite_sessions(tmp_path)
+    with sessions.begin() as session:
+        workflow_id = store.create_workflow(session, two_step_spec(), actor="test").workflow_id
+        spec = attempts.dispatch(session, attempts.ready_tasks(session)[0], owner="orch", lease_seconds=30)
+    assert spec is not None
+    verdict = Evaluation(
+        TaskStatus.SUCCESS, 1.0, {"status": "success", "notes": "ok", "stdout": "", "stderr": ""}
+    )
+    with sessions.begin() as session:
+        assert attempts.mark_in_progress(session, spec, worker="exec", lease_seconds=30)
+    with sessions.begin() as session:
+        flags = attempts.apply_results(session, [(spec, verdict), (spec, verdict)], actor="eval")
+    with sessions() as session:
+        workflow = store.get_workflow(session, workflow_id)
+        kinds = [event.kind for event in store.events(session, workflow_id, uuid.UUID(spec.task_id))]
+    assert flags == [True, False]
+    assert workflow.total_reward == 1.0
+    assert kinds[-2:] == ["result_applied", "stale_result_ignored"]

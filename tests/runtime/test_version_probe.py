@@ -1,0 +1,85 @@
+"""Version detection with real tools run inside the sandbox."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from librarian.runtime.contracts import Workspace
+from librarian.runtime.sandbox import EnvironmentManager
+from librarian.runtime.version_probe import detect_version, parse_version
+from tests.skipping import unavailable
+
+
+@pytest.fixture
+def environment(tmp_path: Path) -> EnvironmentManager:
+    return EnvironmentManager(tmp_path / "ws")
+
+
+@pytest.fixture
+def workspace(environment: EnvironmentManager) -> Workspace:
+    return environment.workspace_for("wf-probe")
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("aws-cli/1.45.11 Python/3.11.9 Linux/6.8.0 botocore/1.37.11", "1.45.11"),
+        ("git version 2.43.0", "2.43.0"),
+        ("pip 24.0 from /venv/lib/python3.11/site-packages/pip (python 3.11)", "24.0"),
+        ("Python 3.11.9", "3.11.9"),
+        ("v20.11.1", "20.11.1"),
+        ("OpenSSH_9.6p1 Ubuntu-3ubuntu13, OpenSSL 3.0.13", "9.6p1"),
+        ("terraform 1.8.0-rc1", "1.8.0-rc1"),
+        ("usage: tool [options]", None),
+    ],
+)
+def test_parse_version(text: str, version: str | None) -> None:
+    assert parse_version(text) == version
+
+
+def test_git_version_matches_git_itself(environment: EnvironmentManager, workspace: Workspace) -> None:
+    found = detect_version("git", environment, workspace)
+    direct = subprocess.run(["git", "--version"], capture_output=True, text=True, check=True).stdout
+    assert found is not None
+    assert found.tool == "git"
+    assert found.version == re.search(r"\d+\.\d+\.\d+", direct).group()  # type: ignore[union-attr]
+    assert found.raw.startswith("git version")
+
+
+def test_pip_through_the_interpreter(environment: EnvironmentManager, workspace: Workspace) -> None:
+    from importlib.metadata import version
+
+    found = detect_version(f"{sys.executable} -m pip", environment, workspace)
+    assert found is not None
+    assert found.version == version("pip")
+    assert found.raw.startswith("pip ")
+
+
+def test_a_python_distribution_without_a_command(
+    environment: EnvironmentManager, workspace: Workspace
+) -> None:
+    from importlib.metadata import version
+
+    found = detect_version("pydantic", environment, workspace)  # a library: no `pydantic` program
+    assert found is not None and found.version == version("pydantic")
+
+
+def test_aws_cli(environment: EnvironmentManager, workspace: Workspace) -> None:
+    aws = Path(sys.executable).parent / "aws"
+    if not aws.exists():
+        unavailable(f"{aws} is not installed (the 'demo' extra provides it)")
+    from importlib.metadata import version
+
+    found = detect_version("aws", environment, workspace)
+    assert found is not None
+    assert found.version == version("awscli")
+    assert found.raw.startswith("aws-cli/")
+
+
+def test_a_missing_tool_has_no_version(environment: EnvironmentManager, workspace: Workspace) -> None:
+    assert detect_version("no-such-tool-xyz", environment, workspace) is None
