@@ -1,0 +1,576 @@
+"""The knowledge base of verified fixes, and how a correction's outcome turns into one.
+
+**Reuse.** :meth:`FixStore.lookup` returns the verified fixes of a problem (same tool, intent and
+normalized error; the same version first, other versions marked as such), in the form the
+``learned_fix`` strategy applies to a new failure's values.
+
+**Learning.** The loop records every correction it proposes as a :class:`CorrectionAttempt`. An
+attempt is *settled* from the runtime's event log, which is the truth about what ran:
+
+1. the surgery that applied it (a ``surgery`` event whose retry payload is the corrected command) --
+   without one the plan was never applied (``not_applied``: nothing is learned or blamed);
+2. the first result of the retried task after that surgery: a failure settles it ``failed``;
+3. after a success, the tasks that depend on the corrected one (the workflow's verification): when
+   all of them succeed the attempt is ``succeeded``; when the workflow ends with one of them not
+   succeeded it is ``failed``; until then it waits.
+
+A succeeded attempt is saved as a verified fix under its problem signature (or adds a success to the
+fix it reused), with the research snippets it came from; a failed one adds a failure to the fix it
+reused. Either way the retry's reward is added to the runtime's strategy statistics under the
+trigger category and the loop's inner strategy (``api_drift`` / ``synopsis_rewrite``), so the policy
+learns which strategies pay; and a success is reported as helpful research feedback for the snippet
+it used, so research ranks that snippet higher for the same error.
+
+Who settles: the loop settles the attempts of a workflow every time it is asked to correct a task
+of that workflow, and the caller of a workflow calls :func:`learn_from_workflow` when it ends (the
+demo does; so should anything that runs workflows with the loop). Settling is idempotent and safe
+to run concurrently (each attempt moves out of ``proposed`` with a compare-and-set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shlex
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from librarian.correction.fix_templates import make_fix_template
+from librarian.correction.models import CorrectionAttempt, VerifiedFix
+from librarian.correction.problem import Problem
+from librarian.correction.timeline import record_step
+from librarian.errors import LibrarianError
+from librarian.research.feedback import record_feedback
+from librarian.research.scrub import scrub
+from librarian.runtime import store
+from librarian.runtime.contracts import TaskStatus, WorkflowStatus
+from librarian.runtime.models import Task, TaskEvent
+from librarian.runtime.policy import StrategyPolicy
+from librarian.storage.models import utcnow
+
+__all__ = [
+    "AttemptRecord",
+    "FixStore",
+    "KnownFix",
+    "Settlement",
+    "learn_from_workflow",
+]
+
+logger = logging.getLogger(__name__)
+_ERROR_TEXT_LIMIT = 4000
+_PROPOSED = "proposed"
+
+
+@dataclass(frozen=True)
+class KnownFix:
+    """A verified fix found for a problem.
+
+    Attributes:
+        fix_id: its row id.
+        same_version: it was verified with the version the problem has.
+        tool_version: the version it was verified with.
+        entry: the fix as the ``learned_fix`` strategy reads it (``id``, ``signature``, the two
+            templates, ``successes``, ``failures``).
+        snippets: the research snippets it was derived from.
+    """
+
+    fix_id: int
+    same_version: bool
+    tool_version: str | None
+    entry: dict[str, Any]
+    snippets: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """A correction the loop is about to propose, as it is stored.
+
+    Attributes:
+        workflow_id, task_id, task_key: the task it corrects.
+        problem: the problem it solves.
+        trigger_category: the class the trigger rules gave the failure.
+        error_text: what the failed command printed (scrubbed before it is stored).
+        exit_code: the failed command's exit status.
+        failed_argv, corrected_argv: the command that failed and the one that replaces it.
+        strategy: the strategy that proposed it; source: where its knowledge came from
+            (``session_cache``, ``knowledge_base``, ``research``, ``llm``).
+        confidence, rationale: as the strategy said.
+        fix_id: the verified fix it reuses, if any.
+        snippets: the research snippets it relied on.
+        research_calls: research calls made for this correction.
+        failed_at: when the failure was recorded.
+    """
+
+    workflow_id: uuid.UUID
+    task_id: uuid.UUID
+    task_key: str
+    problem: Problem
+    trigger_category: str
+    error_text: str
+    failed_argv: list[str]
+    corrected_argv: list[str]
+    strategy: str
+    source: str
+    confidence: float
+    rationale: str
+    fix_id: int | None = None
+    snippets: list[dict[str, Any]] = field(default_factory=list)
+    research_calls: int = 0
+    failed_at: datetime | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """The verdict on one correction attempt.
+
+    Attributes:
+        attempt_id, workflow_id, task_key: which attempt.
+        outcome: ``succeeded``, ``failed`` or ``not_applied``.
+        strategy, source: how the correction was found.
+        corrected_argv: the command it ran.
+        fix_id: the verified fix that was created or updated (``None`` when none was).
+        new_fix: a new verified fix was saved.
+        successes, failures: the fix's counts after this verdict.
+        reward: the retry's reward (also added to the strategy statistics).
+        correction_seconds: from the failure to the successful retry's result, when it succeeded.
+    """
+
+    attempt_id: int
+    workflow_id: str
+    task_key: str
+    outcome: str
+    strategy: str
+    source: str
+    corrected_argv: list[str]
+    fix_id: int | None
+    new_fix: bool
+    successes: int
+    failures: int
+    reward: float | None
+    correction_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy."""
+        return {
+            "attempt_id": self.attempt_id,
+            "workflow_id": self.workflow_id,
+            "task_key": self.task_key,
+            "outcome": self.outcome,
+            "strategy": self.strategy,
+            "source": self.source,
+            "corrected_argv": list(self.corrected_argv),
+            "fix_id": self.fix_id,
+            "new_fix": self.new_fix,
+            "successes": self.successes,
+            "failures": self.failures,
+            "reward": self.reward,
+            "correction_seconds": self.correction_seconds,
+        }
+
+
+class FixStore:
+    """Verified fixes and correction attempts in the runtime's database.
+
+    Args:
+        sessions: session factory of the runtime database (migration 0005 creates the tables).
+        workspaces: the directory holding workflow workspaces, so that a learned template recognises
+            the files a failed command named; ``None`` classifies values by shape only.
+        feedback_sessions: session factory of the documentation store, to record a successful fix's
+            snippet as helpful research feedback; ``None`` records none.
+        policy: the strategy policy that receives rewards (default UCB1 policy).
+        actor: the name written in timeline events.
+    """
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        workspaces: Path | None = None,
+        feedback_sessions: sessionmaker[Session] | None = None,
+        policy: StrategyPolicy | None = None,
+        actor: str = "correction-loop",
+    ) -> None:
+        self.sessions = sessions
+        self.workspaces = workspaces
+        self.feedback_sessions = feedback_sessions
+        self.policy = policy or StrategyPolicy()
+        self.actor = actor
+
+    # -- reuse ------------------------------------------------------------------------------------
+
+    def lookup(self, problem: Problem, *, limit: int = 10) -> list[KnownFix]:
+        """Verified fixes of ``problem``: the same version first, then other versions; best record first."""
+        query = (
+            select(VerifiedFix)
+            .where(
+                VerifiedFix.tool == problem.tool,
+                VerifiedFix.intent == problem.intent,
+                VerifiedFix.normalized_error == problem.normalized_error,
+            )
+            .order_by((VerifiedFix.successes - VerifiedFix.failures).desc(), VerifiedFix.id)
+        )
+        with self.sessions() as session:
+            rows = list(session.scalars(query.limit(limit * 4)))
+        found = [
+            KnownFix(
+                fix_id=row.id,
+                same_version=row.signature == problem.signature,
+                tool_version=row.tool_version,
+                entry={
+                    "id": row.id,
+                    "signature": row.signature,
+                    "failed_argv_template": list(row.failed_template),
+                    "fixed_argv_template": list(row.fixed_template),
+                    "successes": row.successes,
+                    "failures": row.failures,
+                },
+                snippets=list(row.snippets or []),
+            )
+            for row in rows
+        ]
+        found.sort(key=lambda fix: not fix.same_version)
+        return found[:limit]
+
+    def fix(self, fix_id: int) -> VerifiedFix | None:
+        """One verified fix by id (a detached copy)."""
+        with self.sessions() as session:
+            return session.get(VerifiedFix, fix_id)
+
+    def fixes(self, tool: str | None = None) -> list[VerifiedFix]:
+        """Every verified fix (of ``tool``), newest first."""
+        query = select(VerifiedFix).order_by(VerifiedFix.id.desc())
+        if tool is not None:
+            query = query.where(VerifiedFix.tool == tool)
+        with self.sessions() as session:
+            return list(session.scalars(query))
+
+    # -- attempts ---------------------------------------------------------------------------------
+
+    def record_attempt(self, record: AttemptRecord) -> int:
+        """Store a correction about to be proposed; returns its id."""
+        problem = record.problem
+        attempt = CorrectionAttempt(
+            workflow_id=record.workflow_id,
+            task_id=record.task_id,
+            task_key=record.task_key,
+            signature=problem.signature,
+            tool=problem.tool,
+            tool_version=problem.version,
+            normalized_error=problem.normalized_error,
+            error_text=scrub(record.error_text)[-_ERROR_TEXT_LIMIT:],
+            exit_code=record.exit_code,
+            intent=problem.intent,
+            trigger_category=record.trigger_category,
+            failed_argv=list(record.failed_argv),
+            corrected_argv=list(record.corrected_argv),
+            strategy=record.strategy,
+            source=record.source,
+            confidence=record.confidence,
+            rationale=record.rationale,
+            fix_id=record.fix_id,
+            snippets=record.snippets,
+            research_calls=record.research_calls,
+            failed_at=record.failed_at,
+            proposed_at=utcnow(),
+            outcome=_PROPOSED,
+        )
+        with self.sessions.begin() as session:
+            session.add(attempt)
+            session.flush()
+            return attempt.id
+
+    def attempts(self, workflow_id: uuid.UUID, task_id: uuid.UUID | None = None) -> list[CorrectionAttempt]:
+        """The attempts made in a workflow (for one task), oldest first."""
+        query = select(CorrectionAttempt).where(CorrectionAttempt.workflow_id == workflow_id)
+        if task_id is not None:
+            query = query.where(CorrectionAttempt.task_id == task_id)
+        with self.sessions() as session:
+            return list(session.scalars(query.order_by(CorrectionAttempt.id)))
+
+    # -- learning ---------------------------------------------------------------------------------
+
+    def settle(self, workflow_id: uuid.UUID | None = None) -> list[Settlement]:
+        """Settle every attempt (of ``workflow_id``) whose outcome the event log now shows."""
+        query = select(CorrectionAttempt.id).where(CorrectionAttempt.outcome == _PROPOSED)
+        if workflow_id is not None:
+            query = query.where(CorrectionAttempt.workflow_id == workflow_id)
+        with self.sessions() as session:
+            pending = list(session.scalars(query.order_by(CorrectionAttempt.id)))
+        settled: list[Settlement] = []
+        for attempt_id in pending:
+            result = self._settle_one(attempt_id)
+            if result is not None:
+                settled.append(result)
+                self._after(result)
+        return settled
+
+    def _settle_one(self, attempt_id: int) -> Settlement | None:
+        with self.sessions.begin() as session:
+            attempt = session.get(CorrectionAttempt, attempt_id)
+            if attempt is None or attempt.outcome != _PROPOSED:
+                return None
+            verdict = _verdict(session, attempt)
+            if verdict is None:
+                return None
+            outcome, reward, succeeded_at = verdict
+            won = session.execute(
+                update(CorrectionAttempt)
+                .where(CorrectionAttempt.id == attempt_id, CorrectionAttempt.outcome == _PROPOSED)
+                .values(outcome=outcome, settled_at=utcnow(), reward=reward)
+                .execution_options(synchronize_session=False)
+            )
+            if won.rowcount != 1:  # type: ignore[attr-defined]
+                return None  # settled concurrently by someone else
+            fix: VerifiedFix | None = None
+            new_fix = False
+            if outcome == "succeeded":
+                fix, new_fix = self._count_success(session, attempt)
+            elif outcome == "failed":
+                fix = self._count_failure(session, attempt)
+            if outcome != "not_applied" and reward is not None:
+                self.policy.record(session, attempt.trigger_category, attempt.strategy, reward)
+            seconds = None
+            if succeeded_at is not None and attempt.failed_at is not None:
+                seconds = max(0.0, (_aware(succeeded_at) - _aware(attempt.failed_at)).total_seconds())
+            return Settlement(
+                attempt_id=attempt.id,
+                workflow_id=str(attempt.workflow_id),
+                task_key=attempt.task_key,
+                outcome=outcome,
+                strategy=attempt.strategy,
+                source=attempt.source,
+                corrected_argv=list(attempt.corrected_argv),
+                fix_id=fix.id if fix is not None else None,
+                new_fix=new_fix,
+                successes=fix.successes if fix is not None else 0,
+                failures=fix.failures if fix is not None else 0,
+                reward=reward,
+                correction_seconds=seconds,
+            )
+
+    def _count_success(self, session: Session, attempt: CorrectionAttempt) -> tuple[VerifiedFix, bool]:
+        workspace = self.workspaces / str(attempt.workflow_id) if self.workspaces else None
+        template = make_fix_template(attempt.failed_argv, attempt.corrected_argv, workspace)
+        key = _template_key(template.failed, template.fixed)
+        fix = self._fix_for(session, attempt, key)
+        created = False
+        if fix is None:
+            fix = VerifiedFix(
+                signature=attempt.signature,
+                tool=attempt.tool,
+                tool_version=attempt.tool_version,
+                normalized_error=attempt.normalized_error,
+                intent=attempt.intent,
+                template_key=key,
+                failed_template=template.failed,
+                fixed_template=template.fixed,
+                strategy=attempt.strategy,
+                rationale=attempt.rationale,
+                snippets=list(attempt.snippets or []),
+                successes=0,
+                failures=0,
+                created_at=utcnow(),
+            )
+            try:
+                with session.begin_nested():
+                    session.add(fix)
+            except IntegrityError:
+                # Saved concurrently by another settler: count on that row instead.
+                fix = self._fix_for(session, attempt, key)
+                if fix is None:
+                    raise
+            else:
+                created = True
+        _count_outcome(session, fix, "succeeded")
+        return fix, created
+
+    def _count_failure(self, session: Session, attempt: CorrectionAttempt) -> VerifiedFix | None:
+        fix = session.get(VerifiedFix, attempt.fix_id) if attempt.fix_id is not None else None
+        if fix is None:
+            return None
+        _count_outcome(session, fix, "failed")
+        return fix
+
+    def _fix_for(self, session: Session, attempt: CorrectionAttempt, key: str) -> VerifiedFix | None:
+        if attempt.fix_id is not None:
+            reused = session.get(VerifiedFix, attempt.fix_id)
+            if reused is not None and reused.signature == attempt.signature and reused.template_key == key:
+                return reused
+        return session.scalar(
+            select(VerifiedFix).where(
+                VerifiedFix.signature == attempt.signature, VerifiedFix.template_key == key
+            )
+        )
+
+    def _after(self, settlement: Settlement) -> None:
+        """Timeline and research feedback, outside the settling transaction (neither may undo it)."""
+        with self.sessions() as session:
+            attempt = session.get(CorrectionAttempt, settlement.attempt_id)
+        if attempt is None:
+            return
+        record_step(
+            self.sessions,
+            workflow_id=attempt.workflow_id,
+            task_id=attempt.task_id,
+            stage="learned" if settlement.outcome == "succeeded" else f"fix_{settlement.outcome}",
+            summary=_settlement_summary(settlement),
+            actor=self.actor,
+            data=settlement.to_dict(),
+        )
+        if settlement.outcome == "succeeded" and self.feedback_sessions is not None and attempt.error_text:
+            for snippet in [s for s in attempt.snippets or [] if s.get("used")]:
+                try:
+                    record_feedback(
+                        self.feedback_sessions,
+                        sdk_name=str(snippet.get("sdk_name") or attempt.tool),
+                        error_text=attempt.error_text,
+                        source_url=str(snippet.get("source_url") or ""),
+                        entity_name=snippet.get("entity_name"),
+                        sdk_version=snippet.get("sdk_version"),
+                        command=shlex.join(attempt.failed_argv),
+                        helpful=True,
+                    )
+                except LibrarianError:
+                    # Feedback sharpens later research; the fix is learned either way.
+                    logger.warning("could not record research feedback for attempt %s", attempt.id)
+
+
+def learn_from_workflow(
+    sessions: sessionmaker[Session],
+    workflow_id: str | uuid.UUID,
+    *,
+    workspaces: Path | None = None,
+    feedback_sessions: sessionmaker[Session] | None = None,
+    policy: StrategyPolicy | None = None,
+) -> list[Settlement]:
+    """Settle a workflow's correction attempts: verified fixes, counts, rewards (see the module docs).
+
+    Call it when the workflow has ended (``Runtime.run`` returned); calling it earlier settles what is
+    already decided and leaves the rest for later.
+
+    Raises:
+        NotFoundError: no such workflow. InvalidInputError: not a workflow id.
+    """
+    with sessions() as session:
+        workflow = store.get_workflow(session, workflow_id)
+    fixes = FixStore(sessions, workspaces=workspaces, feedback_sessions=feedback_sessions, policy=policy)
+    return fixes.settle(workflow.workflow_id)
+
+
+# -- verdicts ------------------------------------------------------------------------------------
+
+
+def _count_outcome(session: Session, fix: VerifiedFix, outcome: Literal["succeeded", "failed"]) -> None:
+    """Add one success or failure to ``fix``, counted by the database.
+
+    ``successes = successes + 1`` in SQL rather than a read-modify-write of the loaded row: two
+    settlers counting on the same fix at once would otherwise lose one of the counts.
+    """
+    counter = VerifiedFix.successes if outcome == "succeeded" else VerifiedFix.failures
+    session.flush()  # a fix created by this settler must exist before it is counted
+    session.execute(
+        update(VerifiedFix)
+        .where(VerifiedFix.id == fix.id)
+        .values({counter: counter + 1, VerifiedFix.last_used_at: utcnow(), VerifiedFix.last_outcome: outcome})
+        .execution_options(synchronize_session=False)
+    )
+    session.refresh(fix)  # the settlement reports the counts the database now holds
+
+
+def _verdict(
+    session: Session, attempt: CorrectionAttempt
+) -> tuple[str, float | None, datetime | None] | None:
+    """``(outcome, reward, when the retry succeeded)``, or ``None`` while it is undecided."""
+    task = session.get(Task, attempt.task_id)
+    if task is None:
+        return ("not_applied", None, None)
+    workflow = store.get_workflow(session, task.workflow_id)
+    # A paused workflow (waiting for an answer) is not over: its attempts wait with it.
+    finished = workflow.final_status not in (WorkflowStatus.RUNNING.value, WorkflowStatus.PAUSED.value)
+    log = store.events(session, task.workflow_id, task.task_id)
+    surgery = next(
+        (
+            i
+            for i, event in enumerate(log)
+            if event.kind == "surgery"
+            and _aware(event.at) >= _aware(attempt.proposed_at)
+            and _retry_argv(event) == list(attempt.corrected_argv)
+        ),
+        None,
+    )
+    if surgery is None:
+        applied_elsewhere = task.status != TaskStatus.FAILED.value and any(
+            event.kind == "surgery" and _aware(event.at) >= _aware(attempt.proposed_at) for event in log
+        )
+        return ("not_applied", None, None) if finished or applied_elsewhere else None
+    result = next((event for event in log[surgery + 1 :] if event.kind == "result_applied"), None)
+    if result is None:
+        return ("failed", None, None) if finished else None
+    reward = _reward(result)
+    if result.to_status != TaskStatus.SUCCESS.value:
+        return ("failed", reward, None)
+    dependants = [
+        other
+        for other in store.workflow_tasks(session, task.workflow_id)
+        if task.task_id in other.dependencies
+    ]
+    if all(other.status == TaskStatus.SUCCESS.value for other in dependants):
+        return ("succeeded", reward, result.at)
+    if finished:
+        return ("failed", reward, None)
+    return None
+
+
+def _retry_argv(event: TaskEvent) -> list[str] | None:
+    plan = (event.data or {}).get("plan") or {}
+    payload = (plan.get("retry") or {}).get("payload") or {}
+    argv = payload.get("argv")
+    return list(argv) if isinstance(argv, list) else None
+
+
+def _reward(event: TaskEvent) -> float | None:
+    value = (event.data or {}).get("reward")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _template_key(failed: Sequence[str], fixed: Sequence[str]) -> str:
+    text = json.dumps([list(failed), list(fixed)], separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite gives back naive datetimes for the UTC values it stored; compare everything as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _settlement_summary(settlement: Settlement) -> str:
+    command = shlex.join(settlement.corrected_argv)
+    if settlement.outcome == "succeeded":
+        what = (
+            "saved as a new verified fix" if settlement.new_fix else "one more success for the verified fix"
+        )
+        return (
+            f"`{command}` passed the evaluator and the tasks after it: {what} #{settlement.fix_id} "
+            f"({settlement.successes} successes, {settlement.failures} failures); strategy "
+            f"{settlement.strategy!r} rewarded {settlement.reward:+.2f}"
+            if settlement.reward is not None
+            else f"`{command}` passed: {what} #{settlement.fix_id}"
+        )
+    if settlement.outcome == "failed":
+        counted = (
+            f"; verified fix #{settlement.fix_id} now has {settlement.failures} failures"
+            if settlement.fix_id is not None
+            else ""
+        )
+        return f"`{command}` did not solve the problem{counted}"
+    return f"`{command}` was never applied (another plan was used, or the workflow ended first)"
