@@ -23,6 +23,16 @@ POSTGRES_URL = os.environ.get(
 )
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cli_options() -> Iterator[None]:
+    """The CLI keeps ``--home``/``--config`` in a module global; no test may see another's."""
+    from librarian.cli.common import OPTIONS
+
+    OPTIONS.home = OPTIONS.config = None
+    yield
+    OPTIONS.home = OPTIONS.config = None
+
+
 @pytest.fixture(scope="session")
 def embedder() -> LocalMiniLMEmbedder:
     """The real offline MiniLM model, loaded once for the session."""
@@ -97,3 +107,17 @@ def library(store_settings: Settings, embedder: LocalMiniLMEmbedder) -> Iterator
     """A facade on each backend of the contract suite, sharing the loaded model."""
     with Librarian(store_settings, embedder=embedder) as lib:
         yield lib
+
+
+@pytest.fixture(scope="session")
+def aws_cli_home(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Path:
+    """A Librarian home holding the real AWS CLI's ``s3`` and ``s3api`` help, walked once per session.
+
+    The walk runs the installed ``aws`` (the ``demo`` extra) about 130 times; research acceptance
+    tests and the demo share it rather than paying for it twice.
+    """
+    home = tmp_path_factory.mktemp("aws-cli-home")
+    with Librarian(Settings(home=home), embedder=embedder) as lib:
+        report = lib.ingest_cli("aws", sdk_name="aws-cli", scopes=("s3", "s3api"))
+    assert report.status == "ok", report
+    return home

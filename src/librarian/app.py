@@ -6,6 +6,8 @@ are created on first use, so listing sources or printing stats never loads a mod
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -30,10 +32,15 @@ from librarian.index.manager import Progress, VectorIndexManager
 from librarian.ingest import connectors
 from librarian.ingest.pipeline import IngestPipeline, IngestReport, ProgressCallback
 from librarian.ingest.sources.base import SourceListing
+from librarian.ingest.sources.crawler import crawl_listing, known_page_validators, normalize_start_url
 from librarian.ingest.sources.git import looks_like_git_url
+from librarian.llm import LLMClient, create_llm
+from librarian.research.error_evidence import AcceptorCache
 from librarian.storage import repository
 from librarian.storage.database import open_database
-from librarian.storage.models import IndexState, Source
+from librarian.storage.models import Chunk, IndexState, Source
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,11 @@ class Librarian:
         self._vectors: VectorIndexManager | None = None
         self._lexical = create_lexical_index(self.engine)
         self._retriever: HybridRetriever | None = None
+        self._llm: LLMClient | None = None
+        self._llm_created = False
+        self._llm_lock = threading.Lock()
+        # Which entities declare which options, per SDK version (error-driven research).
+        self.acceptors = AcceptorCache()
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -129,8 +141,26 @@ class Librarian:
             )
         return self._retriever
 
+    @property
+    def llm(self) -> LLMClient | None:
+        """The configured LLM, or None when ``llm_provider`` is ``none`` (created on first use).
+
+        A misconfigured LLM (no URL or model) is logged once and treated as none: research must
+        keep working without one.
+        """
+        with self._llm_lock:
+            if not self._llm_created:
+                self._llm_created = True
+                try:
+                    self._llm = create_llm(self.settings)
+                except InvalidInputError as exc:
+                    logger.warning("LLM disabled: %s", exc)
+        return self._llm
+
     def close(self) -> None:
-        """Release the database engine, the vector store and the retriever's worker thread."""
+        """Release the database engine, the vector store, the LLM client and the retriever's thread."""
+        if self._llm is not None:
+            self._llm.close()
         if self._retriever is not None:
             self._retriever.close()
         if self._vector_store is not None:
@@ -185,14 +215,16 @@ class Librarian:
         document_type: str | None = None,
         category: str | None = None,
         tags: tuple[str, ...] = (),
+        options: dict[str, Any] | None = None,
         progress: ProgressCallback | None = None,
     ) -> IngestReport:
         """Ingest what a connector lists (CLI help, an installed package, an OpenAPI document).
 
         ``uri`` and ``kind`` identify the source (e.g. ``cli://aws`` and ``cli-help``); ``lister`` is
         called once to produce the listing, so a failure to list is recorded on the source.
+        ``options`` is what the connector needs to run again; ``librarian refresh`` reads it.
         """
-        spec = _source_spec(uri, kind, None, sdk_name, sdk_version, document_type, category, tags)
+        spec = _source_spec(uri, kind, None, sdk_name, sdk_version, document_type, category, tags, options)
         pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
         return pipeline.run(spec, progress, lister=lister)
 
@@ -217,6 +249,8 @@ class Librarian:
             lambda: listing,
             sdk_name=sdk_name,
             sdk_version=_required_version(sdk_version or version, location),
+            # An explicit version is kept on refresh; a detected one is detected again.
+            options={"location": location, "allow_private": allow_private, "sdk_version": sdk_version},
             progress=progress,
         )
 
@@ -239,6 +273,7 @@ class Librarian:
             lambda: listing,
             sdk_name=sdk_name or distribution,
             sdk_version=version,
+            options={"distribution": distribution, "python": python},
             progress=progress,
         )
 
@@ -264,6 +299,81 @@ class Librarian:
             lambda: listing,
             sdk_name=sdk_name,
             sdk_version=_required_version(sdk_version or version, command),
+            options={
+                "command": command,
+                "scopes": list(scopes),
+                "max_depth": max_depth,
+                "max_commands": max_commands,
+                "sdk_version": sdk_version,
+            },
+            progress=progress,
+        )
+
+    def crawl(
+        self,
+        url: str,
+        *,
+        sdk_name: str,
+        sdk_version: str,
+        max_pages: int | None = None,
+        max_depth: int | None = None,
+        scope: str | None = None,
+        document_type: str | None = None,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Crawl a documentation website from ``url`` and ingest one document per page.
+
+        The crawl stays under the start URL's directory (or ``scope``: a path prefix or URL), honours
+        robots.txt and ``crawl_requests_per_second``, takes ``llms.txt`` links as extra seeds and stops
+        at ``max_pages`` / ``max_depth`` (default: the ``crawl_max_pages`` / ``crawl_max_depth``
+        settings). Pages stored by an earlier crawl of this source are requested conditionally
+        (If-None-Match / If-Modified-Since): a 304 keeps them as stored. Loopback, private and
+        link-local addresses are refused unless the ``allowed_private_hosts`` setting names them.
+
+        Raises:
+            InvalidInputError: not an http(s) URL, a refused address, a start URL outside ``scope``.
+            BackendUnavailableError: the host cannot be resolved, or its robots.txt cannot be read.
+        """
+        start = normalize_start_url(url)
+        settings = self.settings
+        options: dict[str, Any] = {
+            "start_url": start,
+            "max_pages": max_pages,
+            "max_depth": max_depth,
+            "scope": scope,
+        }
+        spec = _source_spec(
+            start, "website", None, sdk_name, sdk_version, document_type, category, tags, options
+        )
+        with self.sessions() as session:
+            known = known_page_validators(session, spec.key)
+
+        def lister() -> SourceListing:
+            return crawl_listing(
+                start,
+                max_pages=max_pages or settings.crawl_max_pages,
+                max_depth=settings.crawl_max_depth if max_depth is None else max_depth,
+                requests_per_second=settings.crawl_requests_per_second,
+                user_agent=settings.crawl_user_agent,
+                allowed_private_hosts=settings.allowed_private_hosts,
+                max_page_bytes=settings.max_file_bytes,
+                scope=scope,
+                known_pages=known,
+                progress=progress,
+            )
+
+        return self.ingest_listing(
+            start,
+            "website",
+            lister,
+            sdk_name=sdk_name,
+            sdk_version=sdk_version,
+            document_type=document_type,
+            category=category,
+            tags=tags,
+            options=options,
             progress=progress,
         )
 
@@ -310,27 +420,7 @@ class Librarian:
             chunk = chunks.get(hit.chunk_id)
             if chunk is None:  # deleted between the index read and now
                 continue
-            results.append(
-                SearchResult(
-                    chunk_id=chunk.id,
-                    content=chunk.content,
-                    score=round(hit.score, 6),
-                    sdk_name=chunk.sdk_name,
-                    sdk_version=chunk.sdk_version,
-                    entity_name=chunk.entity_name,
-                    entity_type=chunk.entity_type,
-                    section_path=chunk.section_path,
-                    source_url=chunk.source_url,
-                    last_fetched_at=_as_utc(chunk.last_fetched_at).isoformat(),
-                    embedding_model_version=chunk.embedding_model_version,
-                    document_type=chunk.document_type,
-                    category=chunk.category,
-                    tags=list(chunk.tags or []),
-                    attributes=dict(chunk.attributes or {}),
-                    vector_score=hit.vector_score,
-                    lexical_score=hit.lexical_score,
-                )
-            )
+            results.append(search_result(chunk, hit.score, hit.vector_score, hit.lexical_score))
         return results
 
     # -- maintenance ----------------------------------------------------------------------------
@@ -386,6 +476,31 @@ class Librarian:
         return self.vectors.rebuild(progress)
 
 
+def search_result(
+    chunk: Chunk, score: float, vector_score: float | None, lexical_score: float | None
+) -> SearchResult:
+    """A :class:`SearchResult` for a stored chunk with the scores a retriever gave it."""
+    return SearchResult(
+        chunk_id=chunk.id,
+        content=chunk.content,
+        score=round(score, 6),
+        sdk_name=chunk.sdk_name,
+        sdk_version=chunk.sdk_version,
+        entity_name=chunk.entity_name,
+        entity_type=chunk.entity_type,
+        section_path=chunk.section_path,
+        source_url=chunk.source_url,
+        last_fetched_at=_as_utc(chunk.last_fetched_at).isoformat(),
+        embedding_model_version=chunk.embedding_model_version,
+        document_type=chunk.document_type,
+        category=chunk.category,
+        tags=list(chunk.tags or []),
+        attributes=dict(chunk.attributes or {}),
+        vector_score=vector_score,
+        lexical_score=lexical_score,
+    )
+
+
 def _as_utc(moment: datetime | None) -> Any:
     """Aware UTC; a naive datetime is taken to be UTC already (SQLite returns naive UTC)."""
     if moment is None:
@@ -419,6 +534,7 @@ def _source_spec(
     document_type: str | None,
     category: str | None,
     tags: tuple[str, ...],
+    options: dict[str, Any] | None = None,
 ) -> repository.SourceSpec:
     """The identity and labels of a source; SDK docs default to ``sdk_reference``, others ``document``."""
     if sdk_version is not None and sdk_name is None:
@@ -432,4 +548,5 @@ def _source_spec(
         document_type=document_type or ("sdk_reference" if sdk_name else "document"),
         category=category,
         tags=tuple(tags),
+        options=dict(options or {}),
     )

@@ -110,6 +110,108 @@ class Settings(BaseSettings):
     git_timeout_seconds: float = Field(
         default=300.0, gt=0, description="Time limit of one git clone or fetch."
     )
+    allowed_private_hosts: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Hosts or networks (CIDR) that crawls, OpenAPI URLs and api_caller tasks may reach even "
+            "though they are loopback, link-local or private addresses. Empty: all refused."
+        ),
+    )
+    crawl_max_pages: int = Field(default=500, ge=1, description="Pages one website crawl fetches at most.")
+    crawl_max_depth: int = Field(default=5, ge=0, description="Links followed from the start URL at most.")
+    crawl_requests_per_second: float = Field(
+        default=2.0, gt=0, description="Requests per second one crawl sends to a host at most."
+    )
+    crawl_user_agent: str = Field(
+        default="librarian-crawler/0.1",
+        description="User-Agent of the crawler, also matched against robots.txt.",
+    )
+    refresh_interval_seconds: int = Field(
+        default=86_400,
+        ge=60,
+        description="How often `librarian schedule` refreshes a source that has no interval of its own.",
+    )
+    llm_provider: Literal["none", "openai", "anthropic"] = Field(
+        default="none",
+        description=(
+            "LLM used for research summaries, plans and corrections: `openai` is any OpenAI-compatible "
+            "chat endpoint (OpenAI, vLLM, Ollama, llama.cpp); `none` keeps everything offline."
+        ),
+    )
+    llm_url: str | None = Field(
+        default=None,
+        description="Base URL of the LLM API (e.g. http://127.0.0.1:11434/v1); Anthropic's default if unset.",
+    )
+    llm_model: str | None = Field(default=None, description="Model name sent to the LLM API.")
+    llm_api_key: SecretStr | None = Field(
+        default=None, description="API key of the LLM API, if it needs one."
+    )
+    llm_timeout_seconds: float = Field(default=60.0, gt=0, description="Time limit of one LLM request.")
+    llm_max_tokens: int = Field(default=1024, ge=16, description="Largest answer asked of the LLM.")
+    api_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bearer token that REST and MCP-over-HTTP clients must send (`Authorization: Bearer ...`). "
+            "Unset: no authentication (bind to loopback only)."
+        ),
+    )
+    broker_url: str | None = Field(
+        default=None,
+        description=(
+            "RabbitMQ URL (amqp://user:pass@host:5672/vhost) that spreads workflow tasks over "
+            "`librarian worker` processes. Unset: an in-process queue."
+        ),
+    )
+    runtime_reward_success: float = Field(
+        default=1.0, description="Reward of a task that succeeds first time."
+    )
+    runtime_reward_success_after_retry: float = Field(
+        default=1.5, description="Reward of a task that succeeds after at least one retry."
+    )
+    runtime_reward_invalid_output: float = Field(
+        default=-0.5, description="Reward of a task that ran but whose output failed validation."
+    )
+    runtime_reward_failure: float = Field(default=-1.0, description="Reward of a failed task.")
+    runtime_reward_failure_per_retry: float = Field(
+        default=-0.1, description="Added to a failed task's reward once per retry it had."
+    )
+    runtime_max_retries: int = Field(
+        default=3, ge=0, description="Retries of one task before the workflow fails."
+    )
+    runtime_max_surgery_depth: int = Field(
+        default=3, ge=0, description="Nested corrective sub-plans allowed under one original task."
+    )
+    runtime_task_timeout_seconds: float = Field(
+        default=300.0, gt=0, description="Default wall-clock limit of one command or code task."
+    )
+    runtime_task_memory_mb: int = Field(
+        default=2048, ge=16, description="Address-space limit of one command or code task, in MiB."
+    )
+    runtime_task_output_bytes: int = Field(
+        default=1_000_000, ge=1024, description="Stdout and stderr kept per task; the rest is cut."
+    )
+    runtime_lease_seconds: float = Field(
+        default=120.0, gt=0, description="A dispatched task whose lease expires is dispatched again."
+    )
+    runtime_workers: int = Field(default=4, ge=1, description="Executor threads of one embedded worker.")
+    correction_trigger_files: list[Path] = Field(
+        default_factory=list,
+        description=(
+            "YAML files of trigger rules added to the shipped ones (a rule with a shipped `id` "
+            "overrides it; `enabled: false` turns it off); the shipped ones are in "
+            "src/librarian/correction/default_triggers.yaml."
+        ),
+    )
+    correction_confidence_threshold: float = Field(
+        default=0.7,
+        ge=0.0,
+        le=1.0,
+        description="Confidence a correction needs before the self-correcting loop applies it.",
+    )
+    correction_ask_user: bool = Field(
+        default=True,
+        description="Pause a workflow with a question when no correction qualifies, before escalating.",
+    )
 
     @field_validator("home")
     @classmethod

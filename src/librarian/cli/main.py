@@ -25,9 +25,12 @@ from librarian.cli.common import (
     stderr,
     stdout,
 )
-from librarian.cli.connectors import ingest_cli, ingest_openapi, ingest_package
-from librarian.cli.research import research, sdks
+from librarian.cli.connectors import crawl, ingest_cli, ingest_openapi, ingest_package
+from librarian.cli.demo import demo
+from librarian.cli.refresh import refresh, refresh_interval, schedule
+from librarian.cli.research import feedback, research, sdks
 from librarian.cli.tour import tour
+from librarian.cli.workflow import worker, workflow_app
 from librarian.errors import InvalidInputError
 from librarian.evaluation.retrieval import evaluate_retrieval
 from librarian.ingest.pipeline import IngestReport
@@ -35,12 +38,14 @@ from librarian.ingest.sources.git import version_from_ref
 
 app = typer.Typer(
     name="librarian",
-    help="A self-hosted knowledge service for AI agents: version-correct documentation search.",
+    help="A self-hosted knowledge service and self-correcting task runtime for AI agents.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
+app.add_typer(workflow_app, name="workflow")
+app.command("worker")(worker)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
@@ -269,9 +274,13 @@ def serve(
     import uvicorn
 
     from librarian.api import create_app
+    from librarian.api.auth import serve_warning
     from librarian.mcp import create_mcp_server, mount_streamable_http
 
     with librarian() as lib:
+        warning = serve_warning(host, lib.settings)
+        if warning:
+            stderr.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
         api = create_app(lib, allowed_roots=allow_path or (), allow_private=allow_private_urls)
         if mcp:
             mount_streamable_http(api, create_mcp_server(lib), host=host)
@@ -288,11 +297,17 @@ def mcp_stdio() -> None:
 
 
 app.command()(tour)
+app.command()(demo)
 app.command()(research)
 app.command()(sdks)
+app.command()(feedback)
+app.command()(refresh)
+app.command()(schedule)
+app.command("refresh-interval")(refresh_interval)
 app.command("ingest-cli")(ingest_cli)
 app.command("ingest-package")(ingest_package)
 app.command("ingest-openapi")(ingest_openapi)
+app.command("crawl")(crawl)
 
 if __name__ == "__main__":  # pragma: no cover
     app()
