@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import shutil
@@ -231,7 +232,7 @@ def test_hanging_help_is_killed_with_its_process_group(fake_cli: Path) -> None:
     (problem,) = [p for p in result.problems if p.path == "hang"]
     assert "timed out after 2s" in problem.reason and "fakecli hang --help" in problem.reason
     pids = (fake_cli.parent.parent / "log" / "hang.pids").read_text().split()
-    assert all(wait_for(lambda pid=int(pid): process_gone(pid), 5.0) for pid in pids)
+    assert all(wait_for(functools.partial(process_gone, int(pid)), 5.0) for pid in pids)
     # A hang is not retried with the other strategies: one call for "hang", with --help.
     assert [call for call in _calls(fake_cli) if "hang" in call] == [["hang", "--help"]]
 
