@@ -31,6 +31,8 @@ from typing import Any
 import celery
 from celery import Celery
 
+from bench.machine_cpu import busy_seconds
+
 REPO = Path(__file__).resolve().parents[1]
 _BROKER = os.environ.get("BENCH_CELERY_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
 _QUEUE = os.environ.get("BENCH_CELERY_QUEUE", "bench_celery_noop")
@@ -154,12 +156,13 @@ def main() -> None:
     load_before = os.getloadavg()
     try:
         run_batch(20, 120)  # warm-up: the workers are up and connected once these come back
-        rates, cpu = [], []
+        rates, cpu, machine = [], [], []
         roots = [process.pid for process in processes]
         for _ in range(args.repeat):
-            before = tree_cpu_seconds(roots)
+            before, machine_before = tree_cpu_seconds(roots), busy_seconds()
             rates.append(args.tasks / run_batch(args.tasks, args.timeout))
             cpu.append((tree_cpu_seconds(roots) - before) / args.tasks * 1000)
+            machine.append((busy_seconds() - machine_before) / args.tasks * 1000)
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -181,6 +184,8 @@ def main() -> None:
         "tasks_per_second": round(statistics.median(rates), 1),
         "runs": [round(rate, 1) for rate in rates],
         "worker_cpu_ms_per_task": round(statistics.median(cpu), 2),
+        # Every process on the machine, RabbitMQ and this client included.
+        "machine_cpu_ms_per_task": round(statistics.median(machine), 2),
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "load_before": [round(value, 2) for value in load_before],
         "load_after": [round(value, 2) for value in os.getloadavg()],

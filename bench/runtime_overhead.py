@@ -46,6 +46,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, make_url, select, text
 
+from bench.machine_cpu import busy_seconds
 from librarian.config import Settings
 from librarian.errors import InvalidInputError
 from librarian.runtime.engine import Runtime
@@ -351,12 +352,16 @@ def bench(args: argparse.Namespace, database_url: str | None) -> dict[str, Any]:
             for shape in args.shapes:
                 runs = []
                 for _ in range(args.repeat):
-                    before = cpu_usage(cluster)
+                    before, machine_before = cpu_usage(cluster), busy_seconds()
                     figures = shapes[shape](runtime, args.tasks, args.timeout)
                     after = cpu_usage(cluster)
                     figures["cpu_ms_per_task"] = {
                         role: round((after[role] - before[role]) / args.tasks * 1000, 2) for role in after
                     }
+                    # Every process on the machine: PostgreSQL, RabbitMQ and this client included.
+                    figures["machine_cpu_ms_per_task"] = round(
+                        (busy_seconds() - machine_before) / args.tasks * 1000, 2
+                    )
                     runs.append(figures)
                 results[shape] = median_of(runs)
             return results
