@@ -111,3 +111,49 @@ def test_a_result_arriving_after_its_lease_expired_is_ignored(tmp_path: Path) ->
         kinds = [event.kind for event in store.events(session, workflow_id, task.task_id)]
     assert task.status == "dispatched" and task.attempt == 2 and task.reward is None
     assert kinds[-1] == "stale_result_ignored"
+
+
+def test_an_unclaimed_task_still_queued_keeps_its_lease_until_the_queue_drains(tmp_path: Path) -> None:
+    # Two tasks dispatched to a queue nobody consumes: a backlog, not a loss.
+    shared = services(tmp_path, lease_seconds=0.2)
+    broker = shared.broker
+    assert isinstance(broker, InMemoryBroker)
+    orchestrator = shared.orchestrator("orch")
+    builder = WorkflowBuilder("w")
+    for key in ("a", "b"):
+        builder.task(key, "command_executor", {"argv": ["true"]})
+    with shared.sessions.begin() as session:
+        workflow_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+    assert orchestrator.tick() == 2
+    time.sleep(0.3)  # both leases expired while the messages wait
+    assert orchestrator.tick() == 0, "a queued task must not be dispatched a second time"
+    assert broker.message_count("dispatch") == 2
+
+    take(broker, "dispatch")
+    take(broker, "dispatch")  # ...now both messages are gone and no executor claimed them: lost
+    deadline = time.monotonic() + 5
+    while orchestrator.tick() == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert broker.message_count("dispatch") == 2
+    with shared.sessions() as session:
+        tasks = store.workflow_tasks(session, workflow_id)
+        kinds = [event.kind for event in store.events(session, workflow_id, tasks[0].task_id)]
+    assert [task.attempt for task in tasks] == [2, 2]
+    assert kinds == ["task_created", "dispatched", "lease_extended", "lease_expired"]
+
+
+def test_expired_leases_are_looked_for_at_most_once_per_interval(tmp_path: Path) -> None:
+    shared = services(tmp_path, lease_seconds=0.2)
+    orchestrator = shared.orchestrator("orch")
+    orchestrator.lease_check_seconds = 60.0
+    spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["true"]}).build()
+    with shared.sessions.begin() as session:
+        store.create_workflow(session, spec, actor="test")
+    assert orchestrator.tick() == 1  # the first pass looks (nothing expired yet) and dispatches
+    assert isinstance(shared.broker, InMemoryBroker)
+    take(shared.broker, "dispatch")  # lost
+    time.sleep(0.3)
+    assert orchestrator.tick() == 0, "looked again before the interval passed"
+    orchestrator._next_lease_check = 0.0  # the interval has passed
+    assert orchestrator.tick() == 1

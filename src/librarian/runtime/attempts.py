@@ -373,6 +373,31 @@ def redispatch_expired(session: Session, task: Task, *, owner: str, lease_second
     return task_spec(task) if won else None
 
 
+def extend_queued_lease(
+    session: Session, task: Task, *, owner: str, lease_seconds: float, waiting: int
+) -> bool:
+    """Renew the lease of a dispatched attempt that is still waiting in a busy dispatch queue.
+
+    A lease measures how long a task may go unclaimed; under a backlog the message is most likely
+    still queued behind ``waiting`` others, and dispatching it again would only add a duplicate to
+    that backlog. Returns whether the attempt was still the dispatched one (a compare-and-set).
+    """
+    return transition(
+        session,
+        task,
+        [TaskStatus.DISPATCHED.value],
+        {"lease_expires_at": utcnow() + timedelta(seconds=lease_seconds)},
+        kind="lease_extended",
+        actor=owner,
+        reason=(
+            f"attempt {task.attempt} has not started within its lease, but {waiting} message(s) still "
+            f"wait in the dispatch queue; lease renewed instead of dispatching a duplicate"
+        ),
+        attempt=task.attempt,
+        data={"attempt": task.attempt, "queued_messages": waiting},
+    )
+
+
 def mark_in_progress(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:
     """Claim a dispatched attempt for ``worker``; ``False`` (and an event) when it is no longer current."""
     task_id = as_uuid(spec.task_id, "task id")

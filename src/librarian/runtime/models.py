@@ -17,12 +17,14 @@ from sqlalchemy import (
     Dialect,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     TypeDecorator,
     UniqueConstraint,
     Uuid,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
@@ -73,15 +75,33 @@ class Workflow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+# The statuses looked for across all workflows (ready to dispatch, awaiting correction): the only ones
+# the partial index on status holds (migration 0006).
+_SEARCHED_STATUSES = "status IN ('pending', 'paused', 'failed')"
+
+
 class Task(Base):
     """One node of a workflow's DAG, original or inserted by surgery."""
 
     __tablename__ = "tasks"
-    __table_args__ = (UniqueConstraint("workflow_id", "task_key", name="uq_tasks_workflow_key"),)
+    __table_args__ = (
+        UniqueConstraint("workflow_id", "task_key", name="uq_tasks_workflow_key"),
+        # Serves every lookup by workflow; "a task of this workflow not yet successful" reads one
+        # entry, since every other status sorts before "success" (migration 0006).
+        Index("ix_tasks_workflow_status", "workflow_id", "status"),
+        # Partial: only the statuses searched across workflows. A full index on status looked as cheap
+        # as the primary key to a planner without statistics, and lookups by task_id scanned it.
+        Index(
+            "ix_tasks_status",
+            "status",
+            postgresql_where=text(_SEARCHED_STATUSES),
+            sqlite_where=text(_SEARCHED_STATUSES),
+        ),
+    )
 
     task_id: Mapped[uuid.UUID] = mapped_column(Uuid(), primary_key=True, default=uuid.uuid4)
     workflow_id: Mapped[uuid.UUID] = mapped_column(
-        Uuid(), ForeignKey("workflows.workflow_id", ondelete="CASCADE"), index=True
+        Uuid(), ForeignKey("workflows.workflow_id", ondelete="CASCADE")
     )
     parent_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid(), ForeignKey("tasks.task_id", ondelete="CASCADE"), index=True
@@ -90,7 +110,7 @@ class Task(Base):
     # The name the workflow file gave the task (or ``<failed key>.fix<n>.<step>`` for corrective ones).
     task_key: Mapped[str] = mapped_column(String(255))
     description: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16), index=True)
+    status: Mapped[str] = mapped_column(String(16))
     dependencies: Mapped[list[uuid.UUID]] = mapped_column(UuidList(), default=list)
     executor_type: Mapped[str] = mapped_column(String(64))
     reward: Mapped[float | None] = mapped_column(Float)
@@ -102,7 +122,8 @@ class Task(Base):
     # ``<task_id>:<attempt>`` of the current dispatch; a result carrying another key is stale.
     idempotency_key: Mapped[str | None] = mapped_column(String(80))
     lease_owner: Mapped[str | None] = mapped_column(String(255))
-    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Indexed so the orchestrator's expired-lease check reads only the expired ones.
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     rationale: Mapped[str | None] = mapped_column(Text)
     # Set by surgery on the repaired task: the strategy whose reward its next outcome decides.

@@ -2,7 +2,10 @@
 
 Each :meth:`Orchestrator.tick` is a pass over the database (the truth) in one short transaction:
 
-1. tasks whose lease expired are dispatched again as a new attempt;
+1. tasks whose lease expired are dispatched again as a new attempt -- checked about once a second
+   (leases last minutes; checking on every pass read every task in flight) and, for a task never
+   claimed, only when the dispatch queue is empty: while other messages wait, its own most likely
+   waits with them, so its lease is renewed instead of adding a duplicate to the backlog;
 2. pending (or paused, once their corrective tasks succeeded) tasks whose dependencies all succeeded
    are leased and published on the dispatch queue -- always *after* the lease is committed, so a
    crash between the two only delays the task until its lease expires;
@@ -23,6 +26,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -30,9 +34,9 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.runtime import attempts, store
-from librarian.runtime.broker.base import Broker
+from librarian.runtime.broker.base import Broker, QueueInspector
 from librarian.runtime.broker.batches import publish_all
-from librarian.runtime.contracts import TaskSpec, WorkflowStatus
+from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
 from librarian.runtime.corrections import CorrectionMode
 from librarian.runtime.correctors import CorrectorRegistry
 from librarian.runtime.policy import StrategyPolicy
@@ -44,6 +48,8 @@ logger = logging.getLogger(__name__)
 _DISPATCH_BATCH = 500
 # After a pass that did nothing, how long the next one waits for more wake-ups to gather.
 _IDLE_COALESCE_SECONDS = 0.005
+# Expired leases are looked for at most this often (and at least ten times per lease).
+_LEASE_CHECK_SECONDS = 1.0
 
 
 def worker_name(role: str) -> str:
@@ -66,6 +72,8 @@ class Orchestrator:
         name: the actor name written in events.
         corrector_timeout_seconds: how long one corrector may think before it counts as rejected.
         correction_threads: failed tasks corrected at once in the background.
+        lease_check_seconds: how often expired leases are looked for (default: a second, or a tenth of
+            the lease when that is shorter).
     """
 
     def __init__(
@@ -82,6 +90,7 @@ class Orchestrator:
         name: str | None = None,
         corrector_timeout_seconds: float = 300.0,
         correction_threads: int = 2,
+        lease_check_seconds: float | None = None,
     ) -> None:
         self.sessions = sessions
         self.broker = broker
@@ -93,6 +102,12 @@ class Orchestrator:
         self.policy = policy or StrategyPolicy()
         self.name = name or worker_name("orchestrator")
         self.correction_threads = correction_threads
+        self.lease_check_seconds = (
+            min(_LEASE_CHECK_SECONDS, lease_seconds / 10)
+            if lease_check_seconds is None
+            else lease_check_seconds
+        )
+        self._next_lease_check = 0.0
         self.corrections = CorrectionMode(
             sessions,
             correctors,
@@ -170,15 +185,36 @@ class Orchestrator:
     # -- dispatch ---------------------------------------------------------------------------------
 
     def _redispatch_expired(self, session: Session) -> list[TaskSpec]:
-        return [
-            spec
-            for task in attempts.expired_leases(session)
-            if (
-                spec := attempts.redispatch_expired(
-                    session, task, owner=self.name, lease_seconds=self.lease_seconds
+        now = time.monotonic()
+        if now < self._next_lease_check:
+            return []
+        self._next_lease_check = now + self.lease_check_seconds
+        expired = attempts.expired_leases(session)
+        never_claimed = [task for task in expired if task.status == TaskStatus.DISPATCHED.value]
+        waiting = self._dispatch_backlog() if never_claimed else 0
+        messages = []
+        for task in expired:
+            if waiting and task.status == TaskStatus.DISPATCHED.value:
+                attempts.extend_queued_lease(
+                    session, task, owner=self.name, lease_seconds=self.lease_seconds, waiting=waiting
                 )
+            elif spec := attempts.redispatch_expired(
+                session, task, owner=self.name, lease_seconds=self.lease_seconds
+            ):
+                messages.append(spec)
+        return messages
+
+    def _dispatch_backlog(self) -> int:
+        """Messages waiting in the dispatch queue, or 0 when the broker cannot tell."""
+        if not isinstance(self.broker, QueueInspector):
+            return 0
+        try:
+            return self.broker.message_count("dispatch")
+        except Exception:
+            logger.warning(
+                "could not count the dispatch queue; expired leases are dispatched again", exc_info=True
             )
-        ]
+            return 0
 
     def _publish(self, messages: Sequence[TaskSpec]) -> None:
         if not messages:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 QueueName = Literal["dispatch", "results"]
 """``dispatch`` carries TaskSpec dicts to executors; ``results`` carries execution results back."""
@@ -36,4 +36,13 @@ class Broker(Protocol):
 
     def close(self) -> None:
         """Release connections; safe to call twice."""
+        ...
+
+
+@runtime_checkable
+class QueueInspector(Protocol):
+    """A broker that can tell how many messages wait in a queue (both built-in brokers can)."""
+
+    def message_count(self, queue: QueueName) -> int:
+        """Messages of ``queue`` waiting for a consumer (not those delivered and unacknowledged)."""
         ...
