@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
@@ -116,8 +117,16 @@ def test_a_task_is_dispatched_once_even_when_two_orchestrators_race(tmp_path: Pa
     assert task.status == TaskStatus.DISPATCHED.value and task.lease_owner == "orch-1"
 
 
-def test_a_result_is_applied_once_and_a_duplicate_is_logged(tmp_path: Path) -> None:
-    sessions = sqlite_sessions(tmp_path)
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each runtime database: the claim is one statement on PostgreSQL and two on SQLite."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runtime.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def test_a_claim_and_a_result_are_applied_once_and_duplicates_are_logged(database_url: str) -> None:
+    engine, sessions = open_database(database_url)
     with sessions.begin() as session:
         workflow_id = store.create_workflow(session, two_step_spec(), actor="test").workflow_id
         spec = attempts.dispatch(session, attempts.ready_tasks(session)[0], owner="orch", lease_seconds=30)
@@ -128,17 +137,30 @@ def test_a_result_is_applied_once_and_a_duplicate_is_logged(tmp_path: Path) -> N
     with sessions.begin() as session:
         assert attempts.mark_in_progress(session, spec, worker="exec", lease_seconds=30)
     with sessions.begin() as session:
+        assert not attempts.mark_in_progress(session, spec, worker="exec2", lease_seconds=30)
+    with sessions.begin() as session:
         applied = attempts.apply_result(session, spec, verdict, actor="eval")
     with sessions.begin() as session:
         duplicate = attempts.apply_result(session, spec, verdict, actor="eval")
     with sessions() as session:
         workflow = store.get_workflow(session, workflow_id)
         task = session.get(Task, uuid.UUID(spec.task_id))
-        kinds = [event.kind for event in store.events(session, workflow_id, task.task_id if task else None)]
+        events = store.events(session, workflow_id, task.task_id if task else None)
+    engine.dispose()
     assert applied and not duplicate
     assert task is not None and task.status == "success" and task.reward == 1.0
     assert workflow.total_reward == 1.0
-    assert kinds == ["task_created", "dispatched", "started", "result_applied", "stale_result_ignored"]
+    assert [event.kind for event in events] == [
+        "task_created",
+        "dispatched",
+        "started",
+        "stale_dispatch_ignored",
+        "result_applied",
+        "stale_result_ignored",
+    ]
+    started = events[2]
+    assert (started.from_status, started.to_status, started.actor) == ("dispatched", "in_progress", "exec")
+    assert started.reason == "attempt 1 started by exec" and started.data == {}
 
 
 def test_a_duplicate_inside_one_batch_is_applied_once_and_logged_after(tmp_path: Path) -> None:
