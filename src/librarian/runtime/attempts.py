@@ -29,6 +29,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     select,
     update,
 )
@@ -157,7 +158,9 @@ _APPLY = (
     update(_TASKS)
     .where(
         _TASKS.c.task_id == bindparam("p_task_id"),
-        _TASKS.c.status.in_(IN_FLIGHT),
+        # Literal values, not an expanding IN: that would be re-rendered for every execution, and
+        # this statement runs once per result (a tenth of the evaluator's CPU went to it).
+        _TASKS.c.status.in_([literal_column(f"'{status}'") for status in IN_FLIGHT]),
         _TASKS.c.attempt == bindparam("p_attempt"),
     )
     .values(
