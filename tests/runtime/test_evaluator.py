@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from librarian.runtime.evaluator import (
     validate_output,
 )
 from librarian.runtime.executors import CodeExecutor, CommandExecutor, FileWriter
+from librarian.runtime.executors.file_writer import READ_BACK_TEXT_BYTES
 from librarian.runtime.sandbox import EnvironmentManager, SandboxLimits
 
 
@@ -175,7 +177,7 @@ def test_a_failed_execution_is_never_valid(environment: EnvironmentManager, work
         ({"exists": False}, False, "exists, expected it not to"),
     ],
 )
-def test_file_validation_reads_the_file_back(
+def test_file_validation_checks_what_the_executor_read_back(
     workspace: Workspace, expect: dict[str, Any], ok: bool, reason: str
 ) -> None:
     task = _task("file_writer", path="conf/app.ini", content="key = value\n", expect=expect)
@@ -185,12 +187,31 @@ def test_file_validation_reads_the_file_back(
     assert reason in validation.reason
 
 
-def test_a_written_file_that_disappeared_fails_validation(workspace: Workspace) -> None:
-    task = _task("file_writer", path="gone.txt", content="x")
+def test_file_validation_needs_no_access_to_the_workspace(workspace: Workspace) -> None:
+    # The evaluator may run on another host: it checks what the executor read back, not the disk.
+    task = _task("file_writer", path="conf/app.ini", content="key = value\n", expect={"contains": "value"})
     result = FileWriter().execute(task, workspace)
-    (workspace.root / "gone.txt").unlink()
+    shutil.rmtree(workspace.root)
+    assert validate_output(task, result).ok
+
+
+def test_a_big_file_is_checked_whole_through_its_digest(workspace: Workspace) -> None:
+    content = "x" * (READ_BACK_TEXT_BYTES + 10) + "tail"
+    task = _task("file_writer", path="big.txt", content=content, expect={"content": content})
+    result = FileWriter().execute(task, workspace)
+    assert result.output["text_truncated"] and len(result.output["text"]) == READ_BACK_TEXT_BYTES
+    assert validate_output(task, result).ok
+    other = _task("file_writer", path="big.txt", content=content, expect={"content": content[:-1]})
+    assert "does not hold the expected content" in validate_output(other, result).reason
+    tail = _task("file_writer", path="big.txt", content=content, expect={"contains": "tail"})
+    assert "(its first megabyte)" in validate_output(tail, result).reason
+
+
+def test_a_result_without_read_back_evidence_fails_validation() -> None:
+    task = _task("file_writer", path="a.txt", content="x")
+    result = ExecutionResult(ok=True, feedback={"status": "success"}, output={"path": "a.txt"})
     validation = validate_output(task, result)
-    assert not validation.ok and "does not exist" in validation.reason
+    assert not validation.ok and "does not say what was read back" in validation.reason
 
 
 # --- api_caller ---------------------------------------------------------------------------------

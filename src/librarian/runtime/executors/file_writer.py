@@ -5,6 +5,10 @@ UTF-8). Absolute paths and ``..`` components are refused outright; the resolved 
 workspace even through symbolic links (a link inside pointing outside is refused). Missing parent
 directories are created. The file is written to a temporary sibling, flushed to disk and renamed over
 the target, so readers never see half a file. Failures carry ``details={"operation": "write", "path"}``.
+
+The file is then read back on this host and the result carries what was read (``bytes``, ``sha256``
+and the ``text``, cut at 1 MB): the evaluator checks that evidence, since it may run on a host that
+cannot see this workspace.
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from pathlib import Path, PurePosixPath
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.runtime.contracts import ExecutionResult, TaskSpec, Workspace
 from librarian.runtime.executors.base import PayloadError, failure, field, from_error, success, where
+
+# Text of the read-back file carried in the result for the evaluator's checks (as much as a command's
+# kept stdout); a bigger file is still checked whole through its SHA-256.
+READ_BACK_TEXT_BYTES = 1_000_000
 
 
 class PathRefusedError(InvalidInputError):
@@ -39,6 +47,7 @@ class FileWriter:
             data = _encode(task, content, encoding)
             target = resolve_inside(workspace, path)
             _write_atomically(workspace, path, target, data)
+            written = target.read_bytes()
         except LibrarianError as exc:
             return from_error(exc, details=details)
         except OSError as exc:
@@ -47,10 +56,17 @@ class FileWriter:
                 f"cannot write {details['path']!r} in the workspace: {exc.strerror or exc}",
                 details={**details, "errno": exc.errno},
             )
-        digest = hashlib.sha256(data).hexdigest()
         return success(
-            f"wrote {len(data):,} bytes to {path}",
-            output={"path": path, "absolute_path": str(target), "bytes": len(data), "sha256": digest},
+            f"wrote {len(written):,} bytes to {path}",
+            output={
+                "path": path,
+                "absolute_path": str(target),
+                "encoding": encoding,
+                "bytes": len(written),
+                "sha256": hashlib.sha256(written).hexdigest(),
+                "text": written[:READ_BACK_TEXT_BYTES].decode(encoding, errors="replace"),
+                "text_truncated": len(written) > READ_BACK_TEXT_BYTES,
+            },
         )
 
 
