@@ -4,6 +4,7 @@ problems, the address guard and conditional refresh."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.ingest.chunking import chunk_document
 from librarian.ingest.sources.base import SourceListing
 from librarian.ingest.sources.crawler import PageValidators, crawl_listing
-from librarian.ingest.sources.crawler_http import RateLimiter
+from librarian.ingest.sources.crawler_http import RateLimiter, retry_after_seconds
 from librarian.ingest.sources.crawler_urls import CrawlScope, normalize_url
 from tests.ingest.test_crawler_site import Response, Site, chain_page, demo_site, serve
 
@@ -355,4 +356,66 @@ def test_a_charset_that_is_not_a_text_encoding_is_a_problem_not_a_crash(site: Si
     listing = crawl(site)
 
     assert "not a text encoding" in reasons(listing)["guide.html"]
+    assert "index.html" in paths(listing)
+
+
+def test_too_many_requests_is_retried_after_the_servers_delay(site: Site) -> None:
+    site.first["/docs/guide.html"] = [Response(429, b"slow down", {"Retry-After": "1"})]
+
+    listing = crawl(site, max_depth=1)
+
+    assert "guide.html" in paths(listing) and "guide.html" not in reasons(listing)
+    times = [at for path, _, at in site.requests if path == "/docs/guide.html"]
+    assert len(times) == 2 and times[1] - times[0] >= 0.95
+
+
+def test_a_retry_after_too_long_to_wait_is_a_problem_for_that_page_only(site: Site) -> None:
+    site.first["/docs/guide.html"] = [Response(429, b"", {"Retry-After": "3600"})]
+
+    listing = crawl(site, max_depth=1)
+
+    assert "answered HTTP 429" in reasons(listing)["guide.html"]
+    assert site.paths().count("/docs/guide.html") == 1, "an hour is not waited for"
+    assert "index.html" in paths(listing)
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [("120", 120.0), ("", None), ("soon", None), ("Wed, 01 Jan 2025 00:01:00 GMT", 60.0)],
+)
+def test_retry_after_is_read_as_seconds_or_a_date(header: str, expected: float | None) -> None:
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    assert retry_after_seconds(header, now) == expected
+
+
+def test_meta_robots_noindex_and_nofollow_are_obeyed(site: Site) -> None:
+    site.html(
+        "/docs/",
+        '<html><head><meta name="robots" content="noindex"></head><body><h1>Home</h1>'
+        '<a href="guide.html">g</a> <a rel="nofollow" href="deep/one.html">d</a></body></html>',
+    )
+    site.html(
+        "/docs/guide.html",
+        '<html><head><meta name="librarian-test" content="NoFollow"></head><body><h1>Guide</h1>'
+        '<p>guide text</p><a href="deep/two.html">two</a></body></html>',
+    )
+
+    listing = crawl(site, max_depth=3)
+
+    assert "index.html" not in paths(listing), "noindex: not stored, but its links are followed"
+    assert "guide.html" in paths(listing)
+    fetched = site.paths()
+    assert "/docs/deep/one.html" not in fetched, "a rel=nofollow link is not followed"
+    assert "/docs/deep/two.html" not in fetched, "a nofollow page's links are not followed"
+
+
+def test_the_x_robots_tag_header_counts_like_the_meta_tag(site: Site) -> None:
+    page = site.pages["/docs/guide.html"]
+    site.pages["/docs/guide.html"] = Response(
+        body=page.body, headers={**page.headers, "X-Robots-Tag": "none"}
+    )
+
+    listing = crawl(site, max_depth=2)
+
+    assert "guide.html" not in paths(listing)
     assert "index.html" in paths(listing)

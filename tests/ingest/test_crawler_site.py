@@ -89,6 +89,8 @@ class Site:
 
     base: str = ""
     pages: dict[str, Response] = field(default_factory=dict)
+    # Answers given once each, in order, before ``pages`` answers for that path (a 429 then the page).
+    first: dict[str, list[Response]] = field(default_factory=dict)
     requests: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -132,7 +134,9 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             with site.lock:
                 site.requests.append((self.path, dict(self.headers.items()), time.monotonic()))
-                response = site.pages.get(self.path.split("?", 1)[0])
+                path = self.path.split("?", 1)[0]
+                queued = site.first.get(path)
+                response = queued.pop(0) if queued else site.pages.get(path)
             if response is None:
                 self._send(404, b"not found", {"Content-Type": "text/plain"})
                 return

@@ -8,10 +8,12 @@ which redirects stay in scope, and each hop is checked again.
 
 from __future__ import annotations
 
+import email.utils
 import time
 import urllib.robotparser
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import httpx
 
@@ -31,6 +33,13 @@ __all__ = ["FetchError", "GuardedFetcher", "PageValidators", "RateLimiter", "Rep
 ROBOTS_MAX_BYTES = 500 * 1024
 # A Crawl-delay is honoured up to this many seconds, so a typo cannot stall a crawl for hours.
 MAX_CRAWL_DELAY = 60.0
+# A 429 "Too Many Requests" (or a 503 that says when to come back) is retried this many times, after
+# the server's Retry-After when it is at most MAX_RETRY_AFTER seconds (else the page is a problem).
+RETRIES_WHEN_THROTTLED = 2
+MAX_RETRY_AFTER = 60.0
+# Without a Retry-After, a 429 is retried after 1 s, then 2 s; and the host is asked at most once a
+# second for the rest of the crawl.
+_THROTTLED_INTERVAL = 1.0
 _ACCEPT = "text/html, application/xhtml+xml, text/markdown;q=0.9, text/plain;q=0.8, */*;q=0.1"
 
 
@@ -49,6 +58,10 @@ class RateLimiter:
         self._last: dict[str, float] = {}
         self._clock = clock
         self._sleep = sleep
+
+    def pause(self, seconds: float) -> None:
+        """Sleep on this limiter's clock (a server's Retry-After)."""
+        self._sleep(seconds)
 
     def slow_down(self, host: str, interval: float) -> None:
         """Space requests to ``host`` at least ``interval`` seconds apart (a robots.txt Crawl-delay)."""
@@ -94,6 +107,8 @@ class Reply:
     body: bytes | None = None
     etag: str | None = None
     last_modified: str | None = None
+    # The X-Robots-Tag header ("noindex, nofollow"), lower-cased.
+    robots_tag: str = ""
 
 
 class FetchError(Exception):
@@ -131,10 +146,35 @@ class GuardedFetcher:
                 it returns true, so a linked binary is never downloaded.
             max_bytes: the body size limit (default: the fetcher's).
 
+        A 429 answer, or a 503 with a ``Retry-After``, is retried (:data:`RETRIES_WHEN_THROTTLED`
+        times) after the delay the server asks for, when that is at most :data:`MAX_RETRY_AFTER`
+        seconds; after a 429 the host is asked at most once a second.
+
         Raises:
             FetchError: the host is refused or unresolvable, the request failed or timed out, or the
                 body is over the limit.
         """
+        for attempt in range(RETRIES_WHEN_THROTTLED + 1):
+            reply, retry_after = self._get_once(url, headers, want_body, max_bytes)
+            if reply.status == 429:
+                self.limiter.slow_down(httpx.URL(url).host, _THROTTLED_INTERVAL)
+                if retry_after is None:
+                    retry_after = _THROTTLED_INTERVAL * 2**attempt
+            elif reply.status != 503 or retry_after is None:
+                return reply
+            if attempt == RETRIES_WHEN_THROTTLED or retry_after > MAX_RETRY_AFTER:
+                return reply
+            self.limiter.pause(retry_after)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    def _get_once(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None,
+        want_body: Callable[[str, str], bool],
+        max_bytes: int | None,
+    ) -> tuple[Reply, float | None]:
+        """One GET and the answer's Retry-After in seconds (None when absent or unreadable)."""
         try:
             target = parse_http_url(url, url)
             check_host(target, url, self.allowed)
@@ -152,7 +192,7 @@ class GuardedFetcher:
                 body = None
                 if answer.status_code == 200 and want_body(content_type, url):
                     body = read_body(answer, self.max_bytes if max_bytes is None else max_bytes, url)
-                return Reply(
+                reply = Reply(
                     url=url,
                     status=answer.status_code,
                     content_type=content_type,
@@ -161,13 +201,36 @@ class GuardedFetcher:
                     body=body,
                     etag=answer.headers.get("etag"),
                     last_modified=answer.headers.get("last-modified"),
+                    robots_tag=", ".join(answer.headers.get_list("x-robots-tag")).lower(),
                 )
+                return reply, retry_after_seconds(answer.headers.get("retry-after"))
         except httpx.TimeoutException as exc:
             raise FetchError(f"timed out fetching {url}") from exc
         except (httpx.RequestError, httpx.InvalidURL) as exc:
             raise FetchError(f"cannot fetch {url}: {exc}") from exc
         except LibrarianError as exc:  # refused address, unresolvable host, over the size limit
             raise FetchError(exc.message) from exc
+
+
+def retry_after_seconds(header: str | None, now: datetime | None = None) -> float | None:
+    """A ``Retry-After`` value (delay in seconds or an HTTP date) as seconds from ``now``.
+
+    Example:
+        >>> retry_after_seconds("120"), retry_after_seconds("soon")
+        (120.0, None)
+    """
+    if header is None or not header.strip():
+        return None
+    value = header.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is always GMT
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def _media_type(header: str) -> tuple[str, str | None]:

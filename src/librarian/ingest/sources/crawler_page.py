@@ -33,12 +33,14 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([\w.:-]+)""", r
 
 @dataclass(frozen=True)
 class Page:
-    """A parsed page: its sections, canonical text (hashed to detect change), links and canonical URL."""
+    """A parsed page: its sections, canonical text (hashed to detect change), links, canonical URL and
+    robots directives (``noindex``: do not store it; ``nofollow``: do not follow its links)."""
 
     parsed: ParsedDocument
     text: str
     links: list[str]
     canonical: str | None = None
+    directives: frozenset[str] = frozenset()
 
 
 def page_format(content_type: str, url: str) -> str | None:
@@ -63,7 +65,7 @@ def page_format(content_type: str, url: str) -> str | None:
     return None
 
 
-def read_page(body: bytes, *, url: str, content_type: str, charset: str | None) -> Page:
+def read_page(body: bytes, *, url: str, content_type: str, charset: str | None, user_agent: str = "") -> Page:
     """Decode and parse a fetched page.
 
     Args:
@@ -71,6 +73,7 @@ def read_page(body: bytes, *, url: str, content_type: str, charset: str | None) 
         url: the page URL (relative links resolve against it).
         content_type: the media type the server declared (``text/html``...).
         charset: the declared charset, if any; HTML may also declare one in a ``<meta>`` tag.
+        user_agent: the crawler's user agent, whose product name a robots ``<meta>`` may address.
 
     Raises:
         ParseError: the body is binary, cannot be decoded, or the parser rejects it.
@@ -86,9 +89,15 @@ def read_page(body: bytes, *, url: str, content_type: str, charset: str | None) 
     text = _decode(body, charset)
     if kind == "html":
         parsed = parse_html(text)
-        links, canonical = html_links(text, url)
+        found = html_links(text, url, user_agent)
         document = _with_title(parsed, url)
-        return Page(parsed=document, text=_render(document), links=links, canonical=canonical)
+        return Page(
+            parsed=document,
+            text=_render(document),
+            links=found.links,
+            canonical=found.canonical,
+            directives=found.directives,
+        )
     parsed = parse_markdown(text) if kind == "markdown" else parse_text(text)
     links = markdown_links(text, url) if kind == "markdown" else []
     return Page(parsed=_with_title(parsed, url), text=text, links=links)

@@ -20,7 +20,15 @@ from markdown_it.token import Token
 
 from librarian.errors import InvalidInputError
 
-__all__ = ["CrawlScope", "html_links", "is_asset", "markdown_links", "normalize_url"]
+__all__ = [
+    "CrawlScope",
+    "HtmlLinks",
+    "html_links",
+    "is_asset",
+    "markdown_links",
+    "normalize_url",
+    "robots_directives",
+]
 
 # Links to these are static assets or archives, never documentation pages: not even requested.
 _ASSET_SUFFIXES = frozenset(
@@ -136,17 +144,42 @@ def _origin(url: httpx.URL) -> str:
     return f"{url.scheme}://{'[' + host + ']' if ':' in host else host}{port}"
 
 
-def html_links(text: str, page_url: str) -> tuple[list[str], str | None]:
-    """The page URLs an HTML page links to (``<a>``, ``<area>``), in order, and its canonical URL.
+@dataclass(frozen=True)
+class HtmlLinks:
+    """What an HTML page says about links: where they go, its canonical URL, its robots directives."""
 
-    Relative links resolve against ``<base href>`` when the page has one, else ``page_url``.
+    links: list[str]
+    canonical: str | None = None
+    # <meta name="robots" content="noindex, nofollow"> (or one naming the crawler's user agent).
+    directives: frozenset[str] = frozenset()
+
+
+def robots_directives(value: str) -> frozenset[str]:
+    """``"NoIndex, nofollow"`` as ``{"noindex", "nofollow"}``; ``none`` means both.
+
+    Example:
+        >>> sorted(robots_directives("none"))
+        ['nofollow', 'noindex']
+    """
+    directives = {part.strip().lower() for part in value.split(",") if part.strip()}
+    if "none" in directives:
+        directives |= {"noindex", "nofollow"}
+    return frozenset(directives)
+
+
+def html_links(text: str, page_url: str, user_agent: str = "") -> HtmlLinks:
+    """The page URLs an HTML page links to (``<a>``, ``<area>``), in order, its canonical URL, and
+    its robots directives (``<meta name="robots">`` and one named after ``user_agent``'s product).
+
+    Relative links resolve against ``<base href>`` when the page has one, else ``page_url``. Links
+    marked ``rel="nofollow"`` are left out.
     """
     parser = etree.HTMLParser(
         remove_comments=True, remove_pis=True, no_network=True, encoding="utf-8", huge_tree=False
     )
     root = etree.fromstring(text.encode("utf-8"), parser) if text.strip() else None
     if root is None:
-        return [], None
+        return HtmlLinks([])
     base = page_url
     for element in root.iter("base"):
         # The base keeps its file name: relative links resolve against its directory.
@@ -157,8 +190,18 @@ def html_links(text: str, page_url: str) -> tuple[list[str], str | None]:
         if "canonical" in (element.get("rel") or "").lower().split() and element.get("href"):
             canonical = normalize_url(element.get("href"), base)
             break
-    hrefs = (element.get("href") for element in root.iter("a", "area"))
-    return _unique(normalize_url(href, base) for href in hrefs if href), canonical
+    names = {"robots", user_agent.split("/", 1)[0].strip().lower()} - {""}
+    directives: frozenset[str] = frozenset()
+    for element in root.iter("meta"):
+        if (element.get("name") or "").strip().lower() in names:
+            directives |= robots_directives(element.get("content") or "")
+    hrefs = (
+        element.get("href")
+        for element in root.iter("a", "area")
+        if "nofollow" not in (element.get("rel") or "").lower().split()
+    )
+    links = _unique(normalize_url(href, base) for href in hrefs if href)
+    return HtmlLinks(links, canonical, directives)
 
 
 def markdown_links(text: str, page_url: str) -> list[str]:

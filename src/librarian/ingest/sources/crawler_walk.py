@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,8 +22,16 @@ from librarian.ingest.sources.crawler_http import (
     RobotsRules,
 )
 from librarian.ingest.sources.crawler_page import page_format, read_page
-from librarian.ingest.sources.crawler_urls import CrawlScope, is_asset, markdown_links, normalize_url
+from librarian.ingest.sources.crawler_urls import (
+    CrawlScope,
+    is_asset,
+    markdown_links,
+    normalize_url,
+    robots_directives,
+)
 from librarian.ingest.sources.remote import MAX_REDIRECTS
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["WHOLE_SOURCE", "Crawl", "CrawlProgress"]
 
@@ -172,10 +181,24 @@ class Crawl:
         assert reply.body is not None
         try:
             page = read_page(
-                reply.body, url=reply.url, content_type=reply.content_type, charset=reply.charset
+                reply.body,
+                url=reply.url,
+                content_type=reply.content_type,
+                charset=reply.charset,
+                user_agent=self.fetcher.user_agent,
             )
         except ParseError as exc:
             self._failed(item, reply.url, f"{reply.url}: {exc}", is_start)
+            return
+        # The page's <meta name="robots"> and the X-Robots-Tag header: a noindex page is not stored
+        # (a stored copy is then removed like a deleted page); a nofollow page's links are not followed.
+        directives = page.directives | robots_directives(reply.robots_tag)
+        follow = "nofollow" not in directives and item.depth < self.max_depth
+        if "noindex" in directives:
+            logger.info("%s asks not to be indexed (noindex); not stored", reply.url)
+            if follow:
+                for link in page.links:
+                    self._enqueue(link, item.depth + 1, referrer=reply.url)
             return
         url = reply.url
         canonical = page.canonical
@@ -199,7 +222,7 @@ class Crawl:
                 last_modified=reply.last_modified if same else None,
             )
         )
-        if item.depth < self.max_depth:
+        if follow:
             for link in page.links:
                 self._enqueue(link, item.depth + 1, referrer=reply.url)
 
