@@ -182,3 +182,13 @@ def test_a_duplicate_inside_one_batch_is_applied_once_and_logged_after(tmp_path:
     assert flags == [True, False]
     assert workflow.total_reward == 1.0
     assert kinds[-2:] == ["result_applied", "stale_result_ignored"]
+
+
+def test_postgres_event_log_takes_no_lock_on_its_workflow(postgres_url: str) -> None:
+    # Revision 0007: appending an event must not check (and lock) the workflow row.
+    engine, _ = open_database(postgres_url)
+    foreign_keys = inspect(engine).get_foreign_keys("task_events")
+    indexes = {index["name"] for index in inspect(engine).get_indexes("task_events")}
+    engine.dispose()
+    assert foreign_keys == []
+    assert "ix_task_events_workflow_id" in indexes

@@ -139,9 +139,9 @@ class TaskEvent(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     task_id: Mapped[uuid.UUID | None] = mapped_column(Uuid(), index=True)
-    workflow_id: Mapped[uuid.UUID] = mapped_column(
-        Uuid(), ForeignKey("workflows.workflow_id", ondelete="CASCADE"), index=True
-    )
+    # No foreign key on PostgreSQL (migration 0007): its check locked the workflow's row for every
+    # event, and concurrent writers turned those locks into MultiXacts.
+    workflow_id: Mapped[uuid.UUID] = mapped_column(Uuid(), index=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     kind: Mapped[str] = mapped_column(String(64))
     from_status: Mapped[str | None] = mapped_column(String(16))
