@@ -190,7 +190,7 @@ class Orchestrator:
             return []
         self._next_lease_check = now + self.lease_check_seconds
         expired = attempts.expired_leases(session)
-        never_claimed = [task for task in expired if task.status == TaskStatus.DISPATCHED.value]
+        never_claimed = any(task.status == TaskStatus.DISPATCHED.value for task in expired)
         waiting = self._dispatch_backlog() if never_claimed else 0
         messages = []
         for task in expired:

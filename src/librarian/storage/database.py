@@ -40,7 +40,7 @@ def create_database_engine(url: str) -> Engine:
             import psycopg  # noqa: F401
         except ImportError as exc:
             raise MissingExtraError("psycopg", "postgres") from exc
-        return create_engine(url, pool_pre_ping=False, pool_size=5, max_overflow=5)
+        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
     raise InvalidInputError(
         f"unsupported database URL {url!r}",
         hint="use sqlite:///PATH or postgresql+psycopg://user@host:port/db",
