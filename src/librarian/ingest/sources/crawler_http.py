@@ -154,18 +154,19 @@ class GuardedFetcher:
             FetchError: the host is refused or unresolvable, the request failed or timed out, or the
                 body is over the limit.
         """
-        for attempt in range(RETRIES_WHEN_THROTTLED + 1):
+        attempt = 0
+        while True:
             reply, retry_after = self._get_once(url, headers, want_body, max_bytes)
             if reply.status == 429:
                 self.limiter.slow_down(httpx.URL(url).host, _THROTTLED_INTERVAL)
                 if retry_after is None:
                     retry_after = _THROTTLED_INTERVAL * 2**attempt
-            elif reply.status != 503 or retry_after is None:
-                return reply
-            if attempt == RETRIES_WHEN_THROTTLED or retry_after > MAX_RETRY_AFTER:
+            elif reply.status != 503:
+                retry_after = None  # only "too many requests" and "unavailable" ask to come back
+            if retry_after is None or retry_after > MAX_RETRY_AFTER or attempt == RETRIES_WHEN_THROTTLED:
                 return reply
             self.limiter.pause(retry_after)
-        raise AssertionError("unreachable: the last attempt returns")
+            attempt += 1
 
     def _get_once(
         self,
