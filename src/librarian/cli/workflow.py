@@ -1,4 +1,4 @@
-"""CLI of the task runtime: ``librarian workflow run|status|list|cancel|answer`` and ``librarian worker``.
+"""CLI of the task runtime: ``librarian workflow plan|run|status|list|cancel|answer``, ``librarian worker``.
 
 Exit codes: 0 success, 1 the workflow failed or was cancelled (or an error), 4 the workflow is paused
 with a question for you (answer it with ``librarian workflow answer ID "..."``).
@@ -7,6 +7,7 @@ with a question for you (answer it with ``librarian workflow answer ID "..."``).
 from __future__ import annotations
 
 import importlib
+import json
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,14 +16,18 @@ from types import FrameType
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.markup import escape
 from rich.table import Table
 
 from librarian.cli.common import EXIT_FAILURE, handle_errors, load_settings, print_json, stdout
 from librarian.config import Settings
 from librarian.errors import InvalidInputError
+from librarian.llm import create_llm
 from librarian.runtime.correctors import Corrector
 from librarian.runtime.engine import Runtime, remote_broker
+from librarian.runtime.executors.registry import build_registry
+from librarian.runtime.planner import plan_workflow
 from librarian.runtime.report import WorkflowReport
 from librarian.runtime.worker import ROLES, Role, Services, WorkerGroup
 
@@ -92,6 +97,72 @@ def run(
         report = engine.run(spec, wait=must_wait, timeout=timeout)
     _show(report, as_json)
     _exit_for(report)
+
+
+@workflow_app.command("plan")
+def plan(
+    goal: Annotated[str, typer.Argument(help="What the workflow must achieve, in words.")],
+    context: Annotated[
+        str | None,
+        typer.Option("--context", help="Facts the planner should know: tools and versions, names, hosts."),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Save the workflow to FILE (.json, else YAML) to review and run."
+        ),
+    ] = None,
+    run_now: Annotated[bool, typer.Option("--run", help="Run the planned workflow at once.")] = False,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait/--no-wait", help="With --run: wait for the end (embedded mode always waits)."),
+    ] = False,
+    timeout: TimeoutOption = None,
+    correctors: CorrectorsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Plan a workflow for GOAL with the configured LLM (LIBRARIAN_LLM_*); print it, save it or --run it.
+
+    Without an LLM the workflow is written as a file (docs/runtime.md) and run with `workflow run`.
+    """
+    with handle_errors():
+        settings = load_settings()
+        llm = create_llm(settings)
+        if llm is None:
+            raise InvalidInputError(
+                "planning from a goal needs an LLM, and llm_provider is 'none'",
+                hint="set LIBRARIAN_LLM_PROVIDER, LIBRARIAN_LLM_URL and LIBRARIAN_LLM_MODEL, or write "
+                "the workflow as a YAML file and run it with `librarian workflow run FILE`",
+            )
+        try:
+            spec = plan_workflow(
+                llm, goal, known_executor_types=build_registry(settings).executor_types(), context=context
+            )
+        finally:
+            llm.close()
+        document = spec.to_dict()
+        if output is not None:
+            text = json.dumps(document, indent=2) if output.suffix.lower() == ".json" else _yaml(document)
+            try:
+                output.write_text(text + ("" if text.endswith("\n") else "\n"), encoding="utf-8")
+            except OSError as exc:
+                raise InvalidInputError(f"cannot write the workflow to {output}: {exc.strerror}") from exc
+    if not run_now:
+        if as_json:
+            print_json(document)
+        elif output is None:
+            stdout.print(escape(_yaml(document)), highlight=False, end="")
+        else:
+            stdout.print(f"planned {len(spec.tasks)} tasks; saved to {escape(str(output))}")
+        return
+    with runtime(correctors, correcting=True) as engine:
+        report = engine.run(spec, wait=wait or engine.embedded, timeout=timeout)
+    _show(report, as_json)
+    _exit_for(report)
+
+
+def _yaml(document: dict[str, Any]) -> str:
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
 
 
 @workflow_app.command("answer")
