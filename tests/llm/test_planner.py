@@ -142,6 +142,22 @@ def test_cli_plan_run_executes_the_plan(
     assert report["status"] == "success" and [task["key"] for task in report["tasks"]] == ["write", "check"]
 
 
+def test_cli_plan_prints_yaml_that_parses_back_whole(
+    home: Path, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLMServer
+) -> None:
+    use_fake_llm(monkeypatch, fake_llm)
+    long = json.loads(json.dumps(PLANNED))
+    long["tasks"][0]["payload"]["content"] = "a line much longer than any terminal is wide " * 5
+    fake_llm.queue(json.dumps(long))
+
+    result = CliRunner().invoke(app, ["workflow", "plan", "write a greeting"])
+
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.stdout)
+    assert printed["tasks"][0]["payload"]["content"] == long["tasks"][0]["payload"]["content"]
+    assert printed["goal"] == "write a greeting"
+
+
 def test_cli_plan_without_an_llm_says_how_to_go_on(home: Path) -> None:
     result = CliRunner().invoke(app, ["workflow", "plan", "write a greeting"])
 

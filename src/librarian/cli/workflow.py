@@ -151,7 +151,7 @@ def plan(
         if as_json:
             print_json(document)
         elif output is None:
-            stdout.print(escape(_yaml(document)), highlight=False, end="")
+            typer.echo(_yaml(document), nl=False)  # plain: rich would wrap long lines and break the YAML
         else:
             stdout.print(f"planned {len(spec.tasks)} tasks; saved to {escape(str(output))}")
         return
