@@ -6,9 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.runtime import attempts, store
@@ -16,17 +14,7 @@ from librarian.runtime.contracts import TaskStatus
 from librarian.runtime.evaluator import Evaluation
 from librarian.runtime.models import Task
 from librarian.runtime.spec import WorkflowBuilder, WorkflowSpec
-from librarian.storage.database import MIGRATIONS_DIR, create_database_engine, open_database
-
-
-def upgrade_to(url: str, revision: str) -> None:
-    engine = create_database_engine(url)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-    engine.dispose()
+from librarian.storage.database import create_database_engine, migrate, open_database
 
 
 def two_step_spec() -> WorkflowSpec:
@@ -40,8 +28,8 @@ def two_step_spec() -> WorkflowSpec:
 
 def test_a_revision_0003_store_upgrades_to_the_runtime_tables_with_its_data(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    upgrade_to(url, "0003")
-    old = create_engine(url)
+    old = create_database_engine(url)
+    migrate(old, "0003")
     with old.begin() as connection:
         connection.execute(
             text(

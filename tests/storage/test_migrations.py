@@ -4,27 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 
-from librarian.storage.database import MIGRATIONS_DIR, create_database_engine, open_database
-
-
-def upgrade_to(engine_url: str, revision: str) -> None:
-    engine = create_database_engine(engine_url)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-    engine.dispose()
+from librarian.storage.database import create_database_engine, migrate, open_database
 
 
 def test_a_revision_0001_store_upgrades_with_its_chunks_searchable(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    upgrade_to(url, "0001")
-    old = create_engine(url)
+    old = create_database_engine(url)
+    migrate(old, "0001")
     with old.begin() as connection:
         connection.execute(
             text(

@@ -57,8 +57,8 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def migrate(engine: Engine) -> None:
-    """Upgrade the schema of ``engine``'s database to the newest Alembic revision.
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the schema of ``engine``'s database to ``revision`` (default: the newest).
 
     Raises:
         BackendUnavailableError: the database cannot be reached.
@@ -68,7 +68,7 @@ def migrate(engine: Engine) -> None:
     try:
         with engine.begin() as connection:
             config.attributes["connection"] = connection
-            command.upgrade(config, "head")
+            command.upgrade(config, revision)
     except OperationalError as exc:
         raise BackendUnavailableError(
             f"cannot reach the database at {engine.url.render_as_string(hide_password=True)}: {exc.orig}",
