@@ -7,12 +7,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
 from librarian.errors import BackendUnavailableError, InvalidInputError, MissingExtraError
-from librarian.runtime.broker.base import Broker, Handler, QueueName
+from librarian.runtime.broker.base import Broker, Handler, QueueInspector, QueueName
 from librarian.runtime.broker.factory import broker_from_url
 from librarian.runtime.broker.memory import InMemoryBroker
 
@@ -67,6 +67,56 @@ class Recorder:
     def ids(self) -> list[Any]:
         with self._lock:
             return [message["id"] for message in self.messages]
+
+
+class InspectableBroker(Broker, QueueInspector, Protocol):
+    """A broker that can also count a queue's waiting messages (both built-in ones)."""
+
+
+def check_prefetch_one_leaves_the_next_message_to_another_consumer(
+    broker: InspectableBroker, *, settle_seconds: float
+) -> None:
+    """The contract shared by every broker; ``settle_seconds`` lets a real one push a second message."""
+    release = threading.Event()
+    held: list[Any] = []
+
+    def slow(message: dict[str, Any]) -> None:
+        held.append(message["id"])
+        release.wait(20)
+
+    quick = Recorder()
+    broker.publish("dispatch", {"id": 1})
+    broker.publish("dispatch", {"id": 2})
+    with running_consumer(broker, "dispatch", slow, prefetch=1):
+        wait_until(lambda: held == [1], what="the slow consumer to take message 1")
+        time.sleep(settle_seconds)  # time to push a second message, were prefetch not applied
+        assert broker.message_count("dispatch") == 1, "message 2 must still wait in the queue"
+        with running_consumer(broker, "dispatch", quick, prefetch=1):
+            wait_until(lambda: quick.ids() == [2], what="the second consumer to get message 2")
+        release.set()
+    assert held == [1]
+
+
+def check_consume_returns_promptly_on_stop_and_on_close(broker: Broker, *, settle_seconds: float) -> None:
+    """The contract shared by every broker; ``settle_seconds`` lets a consumer connect and wait."""
+    stop = threading.Event()
+    thread = threading.Thread(target=broker.consume, args=("results", Recorder(), stop))
+    thread.start()
+    time.sleep(settle_seconds)
+    started = time.monotonic()
+    stop.set()
+    thread.join(STOP_PROMPTNESS_SECONDS)
+    assert not thread.is_alive() and time.monotonic() - started < STOP_PROMPTNESS_SECONDS
+
+    thread = threading.Thread(target=broker.consume, args=("results", Recorder(), threading.Event()))
+    thread.start()
+    time.sleep(settle_seconds)
+    broker.close()
+    broker.close()
+    thread.join(STOP_PROMPTNESS_SECONDS)
+    assert not thread.is_alive()
+    with pytest.raises(BackendUnavailableError, match="closed"):
+        broker.publish("results", {"id": 1})
 
 
 @pytest.fixture
@@ -127,43 +177,11 @@ def test_a_failing_handler_gets_the_message_again_after_a_delay(broker: InMemory
 
 
 def test_prefetch_one_leaves_the_next_message_to_another_consumer(broker: InMemoryBroker) -> None:
-    release = threading.Event()
-    held: list[Any] = []
-
-    def slow(message: dict[str, Any]) -> None:
-        held.append(message["id"])
-        release.wait(10)
-
-    quick = Recorder()
-    broker.publish("dispatch", {"id": 1})
-    broker.publish("dispatch", {"id": 2})
-    with running_consumer(broker, "dispatch", slow, prefetch=1):
-        wait_until(lambda: held == [1], what="the slow consumer to take message 1")
-        assert broker.message_count("dispatch") == 1, "message 2 must still wait in the queue"
-        with running_consumer(broker, "dispatch", quick, prefetch=1):
-            wait_until(lambda: quick.ids() == [2], what="the second consumer to get message 2")
-        release.set()
-    assert held == [1]
+    check_prefetch_one_leaves_the_next_message_to_another_consumer(broker, settle_seconds=0.0)
 
 
 def test_consume_returns_promptly_on_stop_and_on_close(broker: InMemoryBroker) -> None:
-    stop = threading.Event()
-    thread = threading.Thread(target=broker.consume, args=("results", Recorder(), stop))
-    thread.start()
-    time.sleep(0.2)  # let it settle into waiting for messages
-    started = time.monotonic()
-    stop.set()
-    thread.join(STOP_PROMPTNESS_SECONDS)
-    assert not thread.is_alive() and time.monotonic() - started < STOP_PROMPTNESS_SECONDS
-
-    thread = threading.Thread(target=broker.consume, args=("results", Recorder(), threading.Event()))
-    thread.start()
-    broker.close()
-    broker.close()
-    thread.join(STOP_PROMPTNESS_SECONDS)
-    assert not thread.is_alive()
-    with pytest.raises(BackendUnavailableError, match="closed"):
-        broker.publish("results", {"id": 1})
+    check_consume_returns_promptly_on_stop_and_on_close(broker, settle_seconds=0.2)
 
 
 def test_a_pool_of_consumers_handles_every_message_exactly_once(broker: InMemoryBroker) -> None:

@@ -30,8 +30,9 @@ from librarian.runtime.broker.factory import broker_from_url  # noqa: E402
 from librarian.runtime.broker.rabbitmq import RabbitMQBroker, redact_url  # noqa: E402
 from tests.runtime.tcp_proxy import TcpProxy  # noqa: E402
 from tests.runtime.test_broker_memory import (  # noqa: E402
-    STOP_PROMPTNESS_SECONDS,
     Recorder,
+    check_consume_returns_promptly_on_stop_and_on_close,
+    check_prefetch_one_leaves_the_next_message_to_another_consumer,
     running_consumer,
     wait_until,
 )
@@ -200,27 +201,8 @@ def test_a_finished_handler_is_acked_at_once(broker: RabbitMQBroker) -> None:
     assert elapsed < 2.5, f"{elapsed / count * 1000:.0f} ms per message"
 
 
-def test_prefetch_one_leaves_the_next_message_to_another_consumer(
-    broker: RabbitMQBroker, topology: Topology
-) -> None:
-    release = threading.Event()
-    held: list[Any] = []
-
-    def slow(message: dict[str, Any]) -> None:
-        held.append(message["id"])
-        release.wait(20)
-
-    quick = Recorder()
-    broker.publish("dispatch", {"id": 1})
-    broker.publish("dispatch", {"id": 2})
-    with running_consumer(broker, "dispatch", slow, prefetch=1):
-        wait_until(lambda: held == [1], what="the slow consumer to take message 1")
-        time.sleep(0.3)  # time for RabbitMQ to push a second message, were prefetch not applied
-        assert _queue_state(topology.dispatch_queue)[0] == 1, "message 2 must still be ready"
-        with running_consumer(broker, "dispatch", quick, prefetch=1):
-            wait_until(lambda: quick.ids() == [2], what="the second consumer to get message 2")
-        release.set()
-    assert held == [1]
+def test_prefetch_one_leaves_the_next_message_to_another_consumer(broker: RabbitMQBroker) -> None:
+    check_prefetch_one_leaves_the_next_message_to_another_consumer(broker, settle_seconds=0.3)
 
 
 def test_prefetch_two_lets_a_busy_consumer_hold_two(broker: RabbitMQBroker, topology: Topology) -> None:
@@ -317,24 +299,7 @@ def test_unreachable_rabbitmq_fails_publish_and_consume_still_stops(topology: To
 
 
 def test_consume_returns_promptly_on_stop_and_on_close(broker: RabbitMQBroker) -> None:
-    stop = threading.Event()
-    thread = threading.Thread(target=broker.consume, args=("results", Recorder(), stop))
-    thread.start()
-    time.sleep(0.5)  # connected and waiting for messages
-    started = time.monotonic()
-    stop.set()
-    thread.join(STOP_PROMPTNESS_SECONDS)
-    assert not thread.is_alive() and time.monotonic() - started < STOP_PROMPTNESS_SECONDS
-
-    thread = threading.Thread(target=broker.consume, args=("results", Recorder(), threading.Event()))
-    thread.start()
-    time.sleep(0.5)
-    broker.close()
-    broker.close()
-    thread.join(STOP_PROMPTNESS_SECONDS)
-    assert not thread.is_alive()
-    with pytest.raises(BackendUnavailableError, match="closed"):
-        broker.publish("results", {"id": 1})
+    check_consume_returns_promptly_on_stop_and_on_close(broker, settle_seconds=0.5)
 
 
 _CONSUMER_SCRIPT = textwrap.dedent(
