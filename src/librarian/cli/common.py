@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from librarian.errors import LibrarianError
 # Exit codes: 0 success, 1 failure, 2 usage error (Typer), 3 finished but some inputs failed.
 EXIT_FAILURE = 1
 EXIT_PARTIAL = 3
+
+# The --json flag of every command that prints a result.
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 stdout = Console()
 stderr = Console(stderr=True)

@@ -18,6 +18,7 @@ from librarian.cli import common
 from librarian.cli.common import (
     EXIT_PARTIAL,
     OPTIONS,
+    JsonOption,
     handle_errors,
     librarian,
     print_json,
@@ -46,8 +47,6 @@ eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 app.add_typer(workflow_app, name="workflow")
 app.command("worker")(worker)
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 @app.callback()

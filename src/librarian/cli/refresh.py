@@ -14,14 +14,20 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from librarian.cli.common import EXIT_PARTIAL, handle_errors, librarian, print_json, progress_bar, stdout
+from librarian.cli.common import (
+    EXIT_PARTIAL,
+    JsonOption,
+    handle_errors,
+    librarian,
+    print_json,
+    progress_bar,
+    stdout,
+)
 from librarian.errors import InvalidInputError
 from librarian.refresh import RefreshOutcome, Scheduler, refresh_sources, set_refresh_interval
 
 # 128 + SIGINT, as shells report a command stopped by Ctrl-C.
 EXIT_INTERRUPTED = 130
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 def refresh(

@@ -20,7 +20,7 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from librarian.cli.common import EXIT_FAILURE, handle_errors, load_settings, print_json, stdout
+from librarian.cli.common import EXIT_FAILURE, JsonOption, handle_errors, load_settings, print_json, stdout
 from librarian.config import Settings
 from librarian.errors import InvalidInputError
 from librarian.llm import create_llm
@@ -33,7 +33,6 @@ from librarian.runtime.worker import ROLES, Role, Services, WorkerGroup
 
 workflow_app = typer.Typer(help="Run workflows of tasks (DAGs) with self-correction.", no_args_is_help=True)
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 CorrectorsOption = Annotated[
     str | None,
     typer.Option(
@@ -43,6 +42,10 @@ CorrectorsOption = Annotated[
             "(default: the self-correcting loop, then the built-in missing-path strategy)."
         ),
     ),
+]
+WaitOption = Annotated[
+    bool,
+    typer.Option("--wait/--no-wait", help="Wait for the workflow to end (embedded mode always waits)."),
 ]
 TimeoutOption = Annotated[float | None, typer.Option("--timeout", help="Give up waiting after SECONDS.")]
 EXIT_PAUSED = 4
@@ -81,10 +84,7 @@ def _correctors(reference: str | None, settings: Settings) -> list[Corrector]:
 @workflow_app.command("run")
 def run(
     file: Annotated[Path, typer.Argument(help="Workflow file (YAML or JSON).")],
-    wait: Annotated[
-        bool,
-        typer.Option("--wait/--no-wait", help="Wait for the workflow to end (embedded mode always waits)."),
-    ] = False,
+    wait: WaitOption = False,
     timeout: TimeoutOption = None,
     correctors: CorrectorsOption = None,
     as_json: JsonOption = False,
@@ -95,8 +95,7 @@ def run(
         # Embedded workers live in this process: returning early would abandon the workflow.
         must_wait = wait or engine.embedded
         report = engine.run(spec, wait=must_wait, timeout=timeout)
-    _show(report, as_json)
-    _exit_for(report)
+    _finish(report, as_json)
 
 
 @workflow_app.command("plan")
@@ -113,10 +112,7 @@ def plan(
         ),
     ] = None,
     run_now: Annotated[bool, typer.Option("--run", help="Run the planned workflow at once.")] = False,
-    wait: Annotated[
-        bool,
-        typer.Option("--wait/--no-wait", help="With --run: wait for the end (embedded mode always waits)."),
-    ] = False,
+    wait: WaitOption = False,
     timeout: TimeoutOption = None,
     correctors: CorrectorsOption = None,
     as_json: JsonOption = False,
@@ -157,8 +153,7 @@ def plan(
         return
     with runtime(correctors, correcting=True) as engine:
         report = engine.run(spec, wait=wait or engine.embedded, timeout=timeout)
-    _show(report, as_json)
-    _exit_for(report)
+    _finish(report, as_json)
 
 
 def _yaml(document: dict[str, Any]) -> str:
@@ -169,10 +164,7 @@ def _yaml(document: dict[str, Any]) -> str:
 def answer(
     workflow_id: Annotated[str, typer.Argument(help="Id of the paused workflow.")],
     text: Annotated[str, typer.Argument(help="Your answer to its question.")],
-    wait: Annotated[
-        bool,
-        typer.Option("--wait/--no-wait", help="Wait for the workflow to end (embedded mode always waits)."),
-    ] = False,
+    wait: WaitOption = False,
     timeout: TimeoutOption = None,
     correctors: CorrectorsOption = None,
     as_json: JsonOption = False,
@@ -182,8 +174,7 @@ def answer(
         report = engine.answer(workflow_id, text)
         if wait or engine.embedded:
             report = engine.wait(report.workflow_id, timeout=timeout)
-    _show(report, as_json)
-    _exit_for(report)
+    _finish(report, as_json)
 
 
 @workflow_app.command("status")
@@ -295,7 +286,9 @@ def _stop_on_signals(group: WorkerGroup) -> None:
     signal.signal(signal.SIGINT, stop)
 
 
-def _exit_for(report: WorkflowReport) -> None:
+def _finish(report: WorkflowReport, as_json: bool) -> None:
+    """Show the report, then exit with the code its status calls for."""
+    _show(report, as_json)
     if report.status == "paused":
         raise typer.Exit(EXIT_PAUSED)
     if report.finished and report.status != "success":
