@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -38,7 +38,7 @@ from librarian.llm import LLMClient, create_llm
 from librarian.research.error_evidence import AcceptorCache
 from librarian.storage import repository
 from librarian.storage.database import open_database
-from librarian.storage.models import Chunk, IndexState, Source
+from librarian.storage.models import Chunk, IndexState, Source, as_utc
 
 logger = logging.getLogger(__name__)
 
@@ -409,8 +409,8 @@ class Librarian:
             document_type=document_type,
             category=category,
             tags=tuple(tags),
-            fetched_after=_as_utc(fetched_after),
-            fetched_before=_as_utc(fetched_before),
+            fetched_after=as_utc(fetched_after),
+            fetched_before=as_utc(fetched_before),
         )
         hits = self.retriever.retrieve(self.vectors.active(), query, top_k, where)
         with self.sessions() as session:
@@ -490,7 +490,7 @@ def search_result(
         entity_type=chunk.entity_type,
         section_path=chunk.section_path,
         source_url=chunk.source_url,
-        last_fetched_at=_as_utc(chunk.last_fetched_at).isoformat(),
+        last_fetched_at=as_utc(chunk.last_fetched_at).isoformat(),
         embedding_model_version=chunk.embedding_model_version,
         document_type=chunk.document_type,
         category=chunk.category,
@@ -499,15 +499,6 @@ def search_result(
         vector_score=vector_score,
         lexical_score=lexical_score,
     )
-
-
-def _as_utc(moment: datetime | None) -> Any:
-    """Aware UTC; a naive datetime is taken to be UTC already (SQLite returns naive UTC)."""
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
 
 
 def _without_password(url: str) -> str:

@@ -39,7 +39,7 @@ from librarian.errors import InvalidInputError, LibrarianError, NotFoundError
 from librarian.ingest.pipeline import IngestReport, ProgressCallback
 from librarian.research.sdks import normal_form
 from librarian.storage import repository
-from librarian.storage.models import Source
+from librarian.storage.models import Source, as_utc
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def due_sources(lib: Librarian, now: datetime | None = None) -> list[RefreshTarg
     sources are due at once and failed ones after at most :data:`FAILED_RETRY_SECONDS`. Superseded
     versions of a re-detecting connector are left out (see the module docstring).
     """
-    moment = _aware(now) if now is not None else datetime.now(UTC)
+    moment = as_utc(now) if now is not None else datetime.now(UTC)
     sources = all_sources(lib)
     superseded = _superseded(sources)
     due = [s for s in sources if s.id not in superseded and s.is_due(moment)]
@@ -518,7 +518,7 @@ def _target(row: Source, default_interval: int) -> RefreshTarget:
         options=dict(row.options or {}),
         interval_seconds=row.refresh_interval_seconds or default_interval,
         own_interval=row.refresh_interval_seconds is not None,
-        last_ingested_at=_aware(row.last_ingested_at) if row.last_ingested_at else None,
+        last_ingested_at=as_utc(row.last_ingested_at),
         last_status=row.last_status,
     )
 
@@ -567,7 +567,7 @@ def _record_failure(
         row = session.get(Source, target.id)
         if row is None:
             return
-        recorded = _aware(row.last_ingested_at) if row.last_ingested_at else None
+        recorded = as_utc(row.last_ingested_at)
         pipeline_recorded = recorded is not None and (started_before is None or recorded > started_before)
         if pipeline_recorded and row.last_status in _FAILED_STATUSES:
             return
@@ -638,8 +638,3 @@ def _resolved_path(text: str) -> str:
         return str(Path(text).expanduser().resolve())
     except (OSError, RuntimeError):  # an unresolvable path is simply not a stored one
         return text
-
-
-def _aware(moment: datetime) -> datetime:
-    """Aware UTC; SQLite returns naive datetimes that are UTC already."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

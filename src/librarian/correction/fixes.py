@@ -36,7 +36,7 @@ import shlex
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,7 +55,7 @@ from librarian.runtime import store
 from librarian.runtime.contracts import TaskStatus, WorkflowStatus
 from librarian.runtime.models import Task, TaskEvent
 from librarian.runtime.policy import StrategyPolicy
-from librarian.storage.models import utcnow
+from librarian.storage.models import as_utc, utcnow
 
 __all__ = [
     "AttemptRecord",
@@ -341,7 +341,7 @@ class FixStore:
                 self.policy.record(session, attempt.trigger_category, attempt.strategy, reward)
             seconds = None
             if succeeded_at is not None and attempt.failed_at is not None:
-                seconds = max(0.0, (_aware(succeeded_at) - _aware(attempt.failed_at)).total_seconds())
+                seconds = max(0.0, (as_utc(succeeded_at) - as_utc(attempt.failed_at)).total_seconds())
             return Settlement(
                 attempt_id=attempt.id,
                 workflow_id=str(attempt.workflow_id),
@@ -503,14 +503,14 @@ def _verdict(
             i
             for i, event in enumerate(log)
             if event.kind == "surgery"
-            and _aware(event.at) >= _aware(attempt.proposed_at)
+            and as_utc(event.at) >= as_utc(attempt.proposed_at)
             and _retry_argv(event) == list(attempt.corrected_argv)
         ),
         None,
     )
     if surgery is None:
         applied_elsewhere = task.status != TaskStatus.FAILED.value and any(
-            event.kind == "surgery" and _aware(event.at) >= _aware(attempt.proposed_at) for event in log
+            event.kind == "surgery" and as_utc(event.at) >= as_utc(attempt.proposed_at) for event in log
         )
         return ("not_applied", None, None) if finished or applied_elsewhere else None
     result = next((event for event in log[surgery + 1 :] if event.kind == "result_applied"), None)
@@ -546,11 +546,6 @@ def _reward(event: TaskEvent) -> float | None:
 def _template_key(failed: Sequence[str], fixed: Sequence[str]) -> str:
     text = json.dumps([list(failed), list(fixed)], separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite gives back naive datetimes for the UTC values it stored; compare everything as UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _settlement_summary(settlement: Settlement) -> str:

@@ -134,7 +134,12 @@ def normalize_error(text: str) -> str:
 
 def error_signature(text: str) -> str:
     """The SHA-256 (64 hex characters) of :func:`normalize_error` of ``text``: equal for one kind."""
-    return hashlib.sha256(normalize_error(text).encode("utf-8")).hexdigest()
+    return signature_of_normalized(normalize_error(text))
+
+
+def signature_of_normalized(normalized: str) -> str:
+    """:func:`error_signature` of text that :func:`normalize_error` already produced."""
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
 
 
 def error_terms(text: str) -> frozenset[str]:

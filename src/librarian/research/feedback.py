@@ -45,8 +45,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.research.error_signature import (
     NEAR_THRESHOLD,
-    error_signature,
     normalize_error,
+    signature_of_normalized,
     terms_of_normalized,
     terms_similarity,
 )
@@ -127,7 +127,8 @@ def record_feedback(
     """
     sdk = _sdk_form(sdk_name)
     error = _required("error_text", error_text, MAX_TEXT_CHARS)
-    if not normalize_error(error):
+    normalized = normalize_error(error)
+    if not normalized:
         raise InvalidInputError(
             "feedback field 'error_text' has no error message in it",
             hint="pass the stderr of the failed command",
@@ -149,7 +150,7 @@ def record_feedback(
     record = ResearchFeedback(
         sdk_name=sdk,
         sdk_version=_optional("sdk_version", sdk_version, MAX_NAME_CHARS),
-        error_signature=error_signature(error),
+        error_signature=signature_of_normalized(normalized),
         error_text=scrub(error),
         command=scrub_optional(_optional("command", command, MAX_TEXT_CHARS)),
         query=scrub_optional(_optional("query", query, MAX_TEXT_CHARS)),
@@ -192,7 +193,7 @@ def feedback_boosts(
     sdk = normal_form(sdk_name)
     if not normalized or not sdk:
         return {}
-    signature = error_signature(error_text or "")
+    signature = signature_of_normalized(normalized)
     terms = terms_of_normalized(normalized)
     columns = (
         ResearchFeedback.source_url,

@@ -8,7 +8,7 @@ source and keeps its versions; a chunk is one logical unit of the current versio
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import (
     JSON,
@@ -32,6 +32,19 @@ JSONType = JSON().with_variant(JSONB(), "postgresql")
 def utcnow() -> datetime:
     """The current time, timezone-aware in UTC (the only clock the store uses)."""
     return datetime.now(UTC)
+
+
+@overload
+def as_utc(moment: datetime) -> datetime: ...
+@overload
+def as_utc(moment: None) -> None: ...
+def as_utc(moment: datetime | None) -> datetime | None:
+    """Aware UTC; a naive datetime is taken to be UTC already (SQLite returns naive UTC)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 class Base(DeclarativeBase):

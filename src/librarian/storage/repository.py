@@ -34,7 +34,6 @@ class SourceSpec:
     tags: tuple[str, ...] = ()
     # How to run the connector again (not part of the identity): scopes, limits, interpreter...
     options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    refresh_interval_seconds: int | None = None
 
     @property
     def key(self) -> str:
@@ -80,8 +79,6 @@ def get_or_create_source(session: Session, spec: SourceSpec) -> Source:
         session.add(source)
     if spec.options:
         source.options = dict(spec.options)
-    if spec.refresh_interval_seconds is not None:
-        source.refresh_interval_seconds = spec.refresh_interval_seconds
     source.document_type = spec.document_type
     source.category = spec.category
     source.tags = sorted(set(spec.tags))
