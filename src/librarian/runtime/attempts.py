@@ -133,26 +133,12 @@ _RENEW = (
     .values(lease_expires_at=bindparam("p_expires"))
 )
 
-_STATE = select(
-    _TASKS.c.workflow_id,
-    _TASKS.c.status,
-    _TASKS.c.attempt,
-    _TASKS.c.retries,
-    _TASKS.c.reward,
-    _TASKS.c.correction_strategy,
-    _TASKS.c.error_category,
-).where(_TASKS.c.task_id == bindparam("p_task_id"))
-
-_STATES = select(
-    _TASKS.c.workflow_id,
-    _TASKS.c.status,
-    _TASKS.c.attempt,
-    _TASKS.c.retries,
-    _TASKS.c.reward,
-    _TASKS.c.correction_strategy,
-    _TASKS.c.error_category,
-    _TASKS.c.task_id,
-).where(_TASKS.c.task_id.in_(bindparam("p_ids", expanding=True)))
+# The columns of TaskState, in its order; _STATES adds the task id to key the rows.
+_STATE_COLUMNS = [_TASKS.c[name] for name in TaskState._fields]
+_STATE = select(*_STATE_COLUMNS).where(_TASKS.c.task_id == bindparam("p_task_id"))
+_STATES = select(*_STATE_COLUMNS, _TASKS.c.task_id).where(
+    _TASKS.c.task_id.in_(bindparam("p_ids", expanding=True))
+)
 
 _APPLY = (
     update(_TASKS)
@@ -344,25 +330,18 @@ def dispatch(
         events.extend(rows)
     else:
         insert_events(session, rows)
+    return task_spec(task, attempt)
+
+
+def task_spec(task: Task | ReadyTask, attempt: int | None = None) -> TaskSpec:
+    """The dispatch message of ``attempt`` of a task (default: its current attempt)."""
     return TaskSpec(
         task_id=str(task.task_id),
         workflow_id=str(task.workflow_id),
         executor_type=task.executor_type,
         payload=dict(task.payload),
         description=task.description,
-        attempt=attempt,
-    )
-
-
-def task_spec(task: Task) -> TaskSpec:
-    """The dispatch message of a task's current attempt."""
-    return TaskSpec(
-        task_id=str(task.task_id),
-        workflow_id=str(task.workflow_id),
-        executor_type=task.executor_type,
-        payload=dict(task.payload),
-        description=task.description,
-        attempt=task.attempt,
+        attempt=task.attempt if attempt is None else attempt,
     )
 
 

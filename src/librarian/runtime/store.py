@@ -93,7 +93,7 @@ def events(session: Session, workflow_id: uuid.UUID, task_id: uuid.UUID | None =
     return list(session.scalars(query.order_by(TaskEvent.id)))
 
 
-def _transition(
+def transition(
     session: Session,
     task: Task,
     expected: Iterable[str],
@@ -105,7 +105,10 @@ def _transition(
     attempt: int | None = None,
     data: dict[str, Any] | None = None,
 ) -> bool:
-    """Compare-and-set ``task`` from one of ``expected`` statuses; write the event when it wins."""
+    """Compare-and-set ``task`` from one of ``expected`` statuses (and ``attempt``, when given).
+
+    Writes the event when it wins; returns whether it did. ``task`` is refreshed either way.
+    """
     session.flush()
     condition = [Task.task_id == task.task_id, Task.status.in_(list(expected))]
     if attempt is not None:
@@ -216,12 +219,6 @@ def list_workflows(session: Session, limit: int = 100) -> list[Workflow]:
 def workflow_tasks(session: Session, workflow_id: uuid.UUID) -> list[Task]:
     """A workflow's tasks in insertion order."""
     query = select(Task).where(Task.workflow_id == workflow_id).order_by(Task.task_order)
-    return list(session.scalars(query))
-
-
-def running_workflow_ids(session: Session) -> list[uuid.UUID]:
-    """Ids of the workflows still running."""
-    query = select(Workflow.workflow_id).where(Workflow.final_status == WorkflowStatus.RUNNING.value)
     return list(session.scalars(query))
 
 
@@ -357,27 +354,6 @@ def next_task_order(session: Session, workflow_id: uuid.UUID) -> int:
     """The ``task_order`` a newly inserted task of this workflow takes."""
     highest = session.scalar(select(func.max(Task.task_order)).where(Task.workflow_id == workflow_id))
     return int(highest if highest is not None else -1) + 1
-
-
-def transition(
-    session: Session,
-    task: Task,
-    expected: Sequence[str],
-    values: dict[str, Any],
-    *,
-    kind: str,
-    actor: str,
-    reason: str,
-    attempt: int | None = None,
-    data: dict[str, Any] | None = None,
-) -> bool:
-    """Compare-and-set ``task`` from one of ``expected`` statuses (and ``attempt``, when given).
-
-    Writes the event when it wins; returns whether it did. ``task`` is refreshed either way.
-    """
-    return _transition(
-        session, task, expected, values, kind=kind, actor=actor, reason=reason, attempt=attempt, data=data
-    )
 
 
 # -- strategy statistics -------------------------------------------------------------------------
