@@ -168,8 +168,12 @@ class SelfCorrectingCorrector:
         llm: LLMClient | None = None,
         options: LoopOptions | None = None,
         rules: Sequence[TriggerRule] | None = None,
+        sessions: sessionmaker[Session] | None = None,
     ) -> SelfCorrectingCorrector:
         """The loop on the runtime database and sandbox ``settings`` name.
+
+        ``sessions`` reuses an open connection to that same database (the caller keeps owning it);
+        without it the corrector opens, and later closes, its own.
 
         ``librarian`` is the documentation store to research (``None``: no research); ``llm``
         defaults to the store's configured LLM. Trigger rules are the shipped ones plus the
@@ -182,7 +186,9 @@ class SelfCorrectingCorrector:
             options = LoopOptions(
                 threshold=settings.correction_confidence_threshold, ask_user=settings.correction_ask_user
             )
-        engine, sessions = open_database(settings.resolved_database_url)
+        engine = None
+        if sessions is None:
+            engine, sessions = open_database(settings.resolved_database_url)
         corrector = cls(
             sessions=sessions,
             environment=EnvironmentManager.from_settings(settings),
@@ -641,7 +647,8 @@ def loop_correctors(settings: Settings | None = None) -> list[Corrector]:
     """
     settings = settings or Settings.load()
     library = Librarian(settings)
-    corrector = SelfCorrectingCorrector.from_settings(settings, librarian=library)
+    # The store and the runtime share settings.resolved_database_url: one connection pool serves both.
+    corrector = SelfCorrectingCorrector.from_settings(settings, librarian=library, sessions=library.sessions)
     corrector._owned_librarian = library
     # Workers have no caller waiting to settle: verified fixes are learned when workflows finish.
     corrector.settle_on_finish = True
