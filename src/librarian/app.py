@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -39,6 +38,7 @@ from librarian.research.error_evidence import AcceptorCache
 from librarian.storage import repository
 from librarian.storage.database import open_database
 from librarian.storage.models import Chunk, IndexState, Source, as_utc
+from librarian.urls import without_password
 
 logger = logging.getLogger(__name__)
 
@@ -465,7 +465,7 @@ class Librarian:
                 else None
             )
         result["database_url"] = self.engine.url.render_as_string(hide_password=True)
-        result["vector_url"] = _without_password(self.settings.resolved_vector_url)
+        result["vector_url"] = without_password(self.settings.resolved_vector_url)
         return result
 
     def reindex(self, progress: Progress | None = None) -> dict[str, object]:
@@ -499,15 +499,6 @@ def search_result(
         vector_score=vector_score,
         lexical_score=lexical_score,
     )
-
-
-def _without_password(url: str) -> str:
-    """``url`` with any password in its user-info replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _required_version(version: str | None, what: str) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.llm import ChatMessage, LLMClient, LLMOutputError, complete_json
+from librarian.llm import ChatMessage, LLMClient, LLMOutputError, complete_json, endpoint_of
 from librarian.research.scrub import names_credential
 from librarian.runtime.plan import PLAN_SCHEMA, CorrectionPlan, PlanRejectedError, validate_plan
 
@@ -180,7 +180,7 @@ class LLMCorrector:
         raise LLMOutputError(
             f"the LLM ({self.llm.model_name}) gave no usable plan in {self.max_attempts} answers; "
             f"last problem: {problems[-1] if problems else 'unknown'}",
-            endpoint=str(getattr(self.llm, "endpoint", self.llm.model_name)),
+            endpoint=endpoint_of(self.llm),
             last_problem=problems[-1] if problems else "",
             last_answer="",
         )
@@ -273,7 +273,7 @@ class _CountingClient:
 
     @property
     def endpoint(self) -> str:
-        return str(getattr(self.llm, "endpoint", self.llm.model_name))
+        return endpoint_of(self.llm)
 
     def complete(
         self,

@@ -4,8 +4,16 @@
 works without a model.
 """
 
-from librarian.llm.base import ChatMessage, LLMClient, LLMError, LLMOutputError
+from librarian.llm.base import ChatMessage, LLMClient, LLMError, LLMOutputError, endpoint_of
 from librarian.llm.factory import create_llm
 from librarian.llm.structured import complete_json
 
-__all__ = ["ChatMessage", "LLMClient", "LLMError", "LLMOutputError", "complete_json", "create_llm"]
+__all__ = [
+    "ChatMessage",
+    "LLMClient",
+    "LLMError",
+    "LLMOutputError",
+    "complete_json",
+    "create_llm",
+    "endpoint_of",
+]

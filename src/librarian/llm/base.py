@@ -14,11 +14,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from librarian.errors import BackendUnavailableError, InvalidInputError
+from librarian.urls import without_password
 
 # 429: rate limited; 5xx: the server or a proxy in front of it failed; 529: Anthropic "overloaded".
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -156,7 +156,7 @@ class HttpChatClient(ABC):
     @property
     def endpoint(self) -> str:
         """The URL requests go to, with any password in it masked (safe to print)."""
-        return _without_password(f"{self._base_url}{self._path()}")
+        return without_password(f"{self._base_url}{self._path()}")
 
     def complete(
         self,
@@ -299,9 +299,6 @@ def _error_detail(response: httpx.Response) -> str:
         return response.text[:_DETAIL_CHARS] or response.reason_phrase
 
 
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+def endpoint_of(client: LLMClient) -> str:
+    """What error messages name for ``client``: its endpoint URL, else its model name."""
+    return str(getattr(client, "endpoint", client.model_name))

@@ -18,7 +18,7 @@ from jsonschema import validators
 from jsonschema.protocols import Validator
 
 from librarian.errors import InvalidInputError
-from librarian.llm.base import ChatMessage, LLMClient, LLMOutputError
+from librarian.llm.base import ChatMessage, LLMClient, LLMOutputError, endpoint_of
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\n(.*?)```", re.DOTALL)
 # Scanning every ``{`` of a long answer with ``raw_decode`` is quadratic; real answers put the object
@@ -93,7 +93,7 @@ def complete_json(
                 "Reply again with only the corrected JSON object, valid against the schema.",
             ),
         ]
-    endpoint = str(getattr(client, "endpoint", client.model_name))
+    endpoint = endpoint_of(client)
     raise LLMOutputError(
         f"the LLM ({client.model_name}) gave no valid JSON in {max_attempts} attempt"
         f"{'s' if max_attempts > 1 else ''}; last problem: {problem}",

@@ -22,7 +22,7 @@ import json
 from collections.abc import Collection
 
 from librarian.errors import InvalidInputError
-from librarian.llm import ChatMessage, LLMClient, LLMOutputError, complete_json
+from librarian.llm import ChatMessage, LLMClient, LLMOutputError, complete_json, endpoint_of
 from librarian.runtime.spec import WORKFLOW_SCHEMA, WorkflowSpec, parse_spec
 
 __all__ = ["SYSTEM_PROMPT", "plan_workflow"]
@@ -112,7 +112,7 @@ def plan_workflow(
     raise LLMOutputError(
         f"the LLM ({llm.model_name}) proposed no usable workflow in {max_attempts} attempt"
         f"{'s' if max_attempts > 1 else ''}; last reason: {reason}",
-        endpoint=str(getattr(llm, "endpoint", llm.model_name)),
+        endpoint=endpoint_of(llm),
         last_problem=reason,
         last_answer=answer,
     )
