@@ -56,13 +56,22 @@ def parse_html(text: str) -> ParsedDocument:
         >>> doc.title, doc.sections[0].path, doc.sections[0].text
         ('T', ('Use',), '```\\nls -l\\n```')
     """
+    return parse_html_root(html_root(text))
+
+
+def html_root(text: str) -> etree._Element | None:
+    """The lxml tree of ``text`` (comments and processing instructions dropped, no network, no huge
+    trees), or ``None`` for blank text. Parse once and hand the root to every reader of the page."""
     parser = etree.HTMLParser(
         remove_comments=True, remove_pis=True, no_network=True, encoding="utf-8", huge_tree=False
     )
-    root = etree.fromstring(text.encode("utf-8"), parser) if text.strip() else None
+    return etree.fromstring(text.encode("utf-8"), parser) if text.strip() else None
+
+
+def parse_html_root(root: etree._Element | None) -> ParsedDocument:
+    """:func:`parse_html` of a tree :func:`html_root` built (it is only read, never changed)."""
     if root is None:
         return ParsedDocument(title=None, sections=[])
-
     title_element = root.find("head/title")
     page_title = _squash("".join(title_element.itertext())) if title_element is not None else ""
     mains = root.findall(".//main")

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 import httpx
 
 from librarian.ingest.parsed import ParsedDocument, ParseError
-from librarian.ingest.parsers.html import parse_html
+from librarian.ingest.parsers.html import html_root, parse_html_root
 from librarian.ingest.parsers.markdown import parse_markdown
 from librarian.ingest.parsers.registry import decode_text, is_probably_binary
 from librarian.ingest.parsers.text import parse_text
@@ -88,8 +88,9 @@ def read_page(body: bytes, *, url: str, content_type: str, charset: str | None, 
         charset = declared.group(1).decode("ascii").lower() if declared else None
     text = _decode(body, charset)
     if kind == "html":
-        parsed = parse_html(text)
-        found = html_links(text, url, user_agent)
+        root = html_root(text)  # one parse serves the sections and the links
+        parsed = parse_html_root(root)
+        found = html_links(root, url, user_agent)
         document = _with_title(parsed, url)
         return Page(
             parsed=document,

@@ -167,17 +167,15 @@ def robots_directives(value: str) -> frozenset[str]:
     return frozenset(directives)
 
 
-def html_links(text: str, page_url: str, user_agent: str = "") -> HtmlLinks:
-    """The page URLs an HTML page links to (``<a>``, ``<area>``), in order, its canonical URL, and
-    its robots directives (``<meta name="robots">`` and one named after ``user_agent``'s product).
+def html_links(root: etree._Element | None, page_url: str, user_agent: str = "") -> HtmlLinks:
+    """The page URLs an HTML page links to (``<a>``, ``<area>``), in order, its canonical URL, and its
+    robots directives (``<meta name="robots">`` and one named after ``user_agent``'s product).
+
+    ``root`` is the page's tree from :func:`librarian.ingest.parsers.html.html_root`.
 
     Relative links resolve against ``<base href>`` when the page has one, else ``page_url``. Links
     marked ``rel="nofollow"`` are left out.
     """
-    parser = etree.HTMLParser(
-        remove_comments=True, remove_pis=True, no_network=True, encoding="utf-8", huge_tree=False
-    )
-    root = etree.fromstring(text.encode("utf-8"), parser) if text.strip() else None
     if root is None:
         return HtmlLinks([])
     base = page_url
