@@ -269,6 +269,7 @@ class Orchestrator:
                 WorkflowStatus.SUCCESS,
                 actor=self.name,
                 reason=f"every task succeeded; total reward {total:+.2f}",
+                total_updated=True,
             ):
                 finished.append(workflow_id)
         return finished

@@ -243,10 +243,12 @@ def finish_workflow(
     reason: str,
     report: dict[str, Any] | None = None,
     from_statuses: Sequence[WorkflowStatus] = (WorkflowStatus.RUNNING,),
+    total_updated: bool = False,
 ) -> bool:
     """Move a running workflow to a final status (compare-and-set); returns whether it did.
 
-    ``from_statuses`` widens what it may end from (a paused workflow may be cancelled).
+    ``from_statuses`` widens what it may end from (a paused workflow may be cancelled);
+    ``total_updated`` says the caller has just stored the total reward (:func:`update_total_reward`).
     """
     session.flush()
     now = utcnow()
@@ -263,7 +265,8 @@ def finish_workflow(
     session.refresh(workflow)
     if result.rowcount != 1:  # type: ignore[attr-defined]
         return False
-    update_total_reward(session, workflow.workflow_id)
+    if not total_updated:
+        update_total_reward(session, workflow.workflow_id)
     record_event(
         session,
         workflow_id=workflow.workflow_id,

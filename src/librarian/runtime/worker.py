@@ -18,6 +18,7 @@ import functools
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -213,23 +214,23 @@ def evaluator_batch_handler(
     """:func:`evaluator_handler` for several result messages, applied in one transaction."""
 
     def handle(messages: list[dict[str, Any]]) -> None:
-        parsed: list[tuple[TaskSpec, ExecutionResult]] = []
+        parsed: list[tuple[TaskSpec, uuid.UUID, ExecutionResult]] = []
         for message in messages:
             try:
                 spec = TaskSpec.from_dict(message["task"])
-                store.as_uuid(spec.task_id, "task id")
-                parsed.append((spec, ExecutionResult.from_dict(message["result"])))
+                task_id = store.as_uuid(spec.task_id, "task id")
+                parsed.append((spec, task_id, ExecutionResult.from_dict(message["result"])))
             except (KeyError, TypeError, InvalidInputError) as exc:
                 # A malformed message can never be applied; redelivering it forever would block the queue.
                 logger.error("dropping a malformed result message: %s", exc)
         if not parsed:
             return
         with services.sessions.begin() as session:
-            states = attempts.task_states(session, [store.as_uuid(spec.task_id) for spec, _ in parsed])
+            states = attempts.task_states(session, [task_id for _, task_id, _ in parsed])
             results = [
                 (spec, evaluate(spec, result, state.retries, rewards=services.rewards))
-                for spec, result in parsed
-                if (state := states.get(store.as_uuid(spec.task_id))) is not None
+                for spec, task_id, result in parsed
+                if (state := states.get(task_id)) is not None
             ]
             applied = any(attempts.apply_results(session, results, actor=name, states=states))
             if applied and on_applied is None:
