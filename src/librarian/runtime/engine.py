@@ -146,7 +146,7 @@ class Runtime:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self.sessions() as session:
-                status = store.get_workflow(session, workflow_id).final_status
+                status = store.workflow_status(session, workflow_id)
             if status != WorkflowStatus.RUNNING.value:
                 return self.status(workflow_id)
             if deadline is not None and time.monotonic() > deadline:

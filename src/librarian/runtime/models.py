@@ -69,7 +69,9 @@ class Workflow(Base):
     last_update_timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     final_status: Mapped[str] = mapped_column(String(16), index=True)
     total_reward: Mapped[float] = mapped_column(Float, default=0.0)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # The submitted document, kept for the record: deferred, so loading a workflow (every status poll)
+    # never decodes a spec of thousands of tasks.
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict, deferred=True)
     # Why the workflow failed (which task, which limit, what the correctors said), for the report.
     failure_report: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
