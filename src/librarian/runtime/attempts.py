@@ -219,7 +219,8 @@ def _claim_and_log() -> Insert:
     return insert(_EVENTS).from_select(columns, event).returning(_EVENTS.c.workflow_id)
 
 
-_CLAIM_AND_LOG = _claim_and_log()
+# PostgreSQL: the claim and its ``started`` event, one atomic statement (see :mod:`.claims`).
+CLAIM_AND_LOG = _claim_and_log()
 
 
 def _unmet_dependency(dialect: str) -> ColumnElement[bool]:
@@ -418,33 +419,50 @@ def extend_queued_lease(
     )
 
 
-def mark_in_progress(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:
-    """Claim a dispatched attempt for ``worker``; ``False`` (and an event) when it is no longer current."""
-    task_id = as_uuid(spec.task_id, "task id")
+def claim_parameters(spec: TaskSpec, *, worker: str, lease_seconds: float) -> dict[str, Any]:
+    """The bound values of the claim statements (:data:`CLAIM_AND_LOG`) for one attempt."""
     now = utcnow()
-    params = {
-        "p_task_id": task_id,
+    return {
+        "p_task_id": as_uuid(spec.task_id, "task id"),
         "p_attempt": spec.attempt,
         "p_owner": worker,
         "p_expires": now + timedelta(seconds=lease_seconds),
         "p_now": now,
+        "p_reason": f"attempt {spec.attempt} started by {worker}",
+        "p_data": {},
     }
-    reason = f"attempt {spec.attempt} started by {worker}"
+
+
+def mark_in_progress(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:
+    """Claim a dispatched attempt for ``worker``; ``False`` (and an event) when it is no longer current."""
+    params = claim_parameters(spec, worker=worker, lease_seconds=lease_seconds)
     if session.get_bind().dialect.name == "postgresql":
-        logged = session.execute(_CLAIM_AND_LOG, {**params, "p_reason": reason, "p_data": {}}).first()
-        if logged is not None:
+        if session.execute(CLAIM_AND_LOG, params).first() is not None:
             return True
     else:  # SQLite has no UPDATE inside WITH: two statements in the same transaction
         claimed = session.execute(_CLAIM, params).first()
         if claimed is not None:
             started = TaskStatus.DISPATCHED.value, TaskStatus.IN_PROGRESS.value
-            insert_events(
-                session, [_event(claimed.workflow_id, task_id, "started", worker, reason, *started, now)]
+            row = _event(
+                claimed.workflow_id,
+                params["p_task_id"],
+                "started",
+                worker,
+                params["p_reason"],
+                *started,
+                params["p_now"],
             )
+            insert_events(session, [row])
             return True
-    task = session.get(Task, task_id)
+    explain_unclaimed(session, spec, worker=worker)
+    return False
+
+
+def explain_unclaimed(session: Session, spec: TaskSpec, *, worker: str) -> None:
+    """Write to the event log why a dispatch message was not claimed (the slow, rare path)."""
+    task = session.get(Task, as_uuid(spec.task_id, "task id"))
     if task is None:
-        return False
+        return
     workflow = get_workflow(session, task.workflow_id)
     if workflow.final_status != _RUNNING:
         reason = f"attempt {spec.attempt} not started: the workflow is {workflow.final_status}"
@@ -461,7 +479,6 @@ def mark_in_progress(session: Session, spec: TaskSpec, *, worker: str, lease_sec
         actor=worker,
         reason=reason,
     )
-    return False
 
 
 def renew_lease(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:

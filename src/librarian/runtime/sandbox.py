@@ -81,6 +81,9 @@ except OSError as exc:
 """
 
 
+# Read once: ``os.cpu_count`` reads a file under /sys on every call, and every run needs it.
+_CPUS = os.cpu_count() or 1
+
 # Where ``prlimit`` is looked for (never on the task's PATH, which the workflow could influence).
 _SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
 Launcher = Literal["auto", "prlimit", "python"]
@@ -111,7 +114,7 @@ class SandboxLimits:
     @property
     def cpu_seconds(self) -> int:
         """``RLIMIT_CPU``: a backstop behind the wall-clock timeout that still lets every core work."""
-        return math.ceil(self.timeout_seconds) * (os.cpu_count() or 1) + 1
+        return math.ceil(self.timeout_seconds) * _CPUS + 1
 
 
 @dataclass(frozen=True)

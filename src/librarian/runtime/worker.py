@@ -30,6 +30,7 @@ from librarian.errors import BackendUnavailableError, InvalidInputError, Librari
 from librarian.runtime import attempts, store, wakeup
 from librarian.runtime.broker.base import Broker, Handler
 from librarian.runtime.broker.batches import BatchBroker, BatchHandler
+from librarian.runtime.claims import Claims
 from librarian.runtime.contracts import ExecutionResult, TaskSpec
 from librarian.runtime.correctors import CorrectorRegistry
 from librarian.runtime.evaluator import Rewards, evaluate
@@ -85,16 +86,18 @@ class Services:
         )
 
 
-def executor_handler(services: Services, name: str) -> Handler:
-    """The handler of dispatch messages for the executor called ``name``."""
-    lease = services.settings.runtime_lease_seconds
+def executor_handler(services: Services, name: str, claims: Claims | None = None) -> Handler:
+    """The handler of dispatch messages for the executor called ``name``.
+
+    ``claims`` is shared by the executors of a process (default: one of this handler's own).
+    """
+    claims = claims or Claims(services.sessions, lease_seconds=services.settings.runtime_lease_seconds)
     keeper = LeaseKeeper(services, name)
 
     def handle(message: dict[str, Any]) -> None:
         try:
             spec = TaskSpec.from_dict(message)
-            with services.sessions.begin() as session:
-                claimed = attempts.mark_in_progress(session, spec, worker=name, lease_seconds=lease)
+            claimed = claims.claim(spec, worker=name)
         except (KeyError, TypeError, InvalidInputError) as exc:
             # A malformed message would be redelivered forever; the database still has the task,
             # and an expired lease dispatches it again.
@@ -250,6 +253,7 @@ class WorkerGroup:
         self.threads: list[threading.Thread] = []
         self.orchestrator: Orchestrator | None = None
         self.listener: wakeup.PostgresListener | None = None
+        self.claims: Claims | None = None
 
     def start(self, role: Role, *, executor_threads: int = 1, evaluator_threads: int = 1) -> None:
         """Start the threads of ``role`` (``all``: every role).
@@ -284,8 +288,11 @@ class WorkerGroup:
                 )
                 self._spawn(f"evaluator{index}", functools.partial(self._consume_batches, "results", results))
         if "executor" in roles:
+            self.claims = Claims(
+                self.services.sessions, lease_seconds=self.services.settings.runtime_lease_seconds
+            )
             for index in range(executor_threads):
-                dispatch = executor_handler(self.services, worker_name(f"executor{index}"))
+                dispatch = executor_handler(self.services, worker_name(f"executor{index}"), self.claims)
                 self._spawn(f"executor{index}", functools.partial(self._consume, "dispatch", dispatch))
 
     def wake(self) -> None:
@@ -307,6 +314,8 @@ class WorkerGroup:
             self.listener.stop(timeout)
         for thread in self.threads:
             thread.join(timeout)
+        if self.claims is not None:
+            self.claims.close()
 
     def wait(self) -> None:
         """Block until :meth:`stop` is called (from a signal handler, say)."""

@@ -1,0 +1,109 @@
+"""An executor's claims: one autocommit statement on PostgreSQL, a session on SQLite, stale ones logged."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
+
+from librarian.runtime import attempts, store
+from librarian.runtime.claims import Claims
+from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
+from librarian.runtime.models import Task
+from librarian.storage.database import open_database
+from tests.runtime.test_store import two_step_spec
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runtime.db'}"
+    return str(request.getfixturevalue("postgres_url"))
+
+
+def dispatched(sessions: sessionmaker[Session]) -> tuple[uuid.UUID, TaskSpec]:
+    """A fresh workflow whose first task is dispatched: its id and the dispatch message."""
+    with sessions.begin() as session:
+        workflow_id = store.create_workflow(session, two_step_spec(), actor="test").workflow_id
+        spec = attempts.dispatch(session, attempts.ready_tasks(session)[0], owner="orch", lease_seconds=30)
+    assert spec is not None
+    return workflow_id, spec
+
+
+def test_a_claim_starts_the_attempt_once_and_a_duplicate_is_logged(database_url: str) -> None:
+    engine, sessions = open_database(database_url)
+    claims = Claims(sessions, lease_seconds=30)
+    workflow_id, spec = dispatched(sessions)
+
+    first = claims.claim(spec, worker="exec-1")
+    second = claims.claim(spec, worker="exec-2")
+
+    with sessions() as session:
+        task = session.get(Task, uuid.UUID(spec.task_id))
+        events = store.events(session, workflow_id, uuid.UUID(spec.task_id))
+    claims.close()
+    engine.dispose()
+    assert first and not second
+    assert task is not None and task.status == TaskStatus.IN_PROGRESS.value and task.lease_owner == "exec-1"
+    assert [(event.kind, event.actor) for event in events] == [
+        ("task_created", "test"),
+        ("dispatched", "orch"),
+        ("started", "exec-1"),
+        ("stale_dispatch_ignored", "exec-2"),
+    ]
+    assert "duplicate or superseded" in events[-1].reason
+
+
+def test_a_claim_for_a_cancelled_workflow_is_refused_with_the_reason(database_url: str) -> None:
+    engine, sessions = open_database(database_url)
+    claims = Claims(sessions, lease_seconds=30)
+    workflow_id, spec = dispatched(sessions)
+    with sessions.begin() as session:
+        workflow = store.get_workflow(session, workflow_id)
+        store.finish_workflow(
+            session, workflow, WorkflowStatus.CANCELLED, actor="user", reason="cancelled by request"
+        )
+
+    claimed = claims.claim(spec, worker="exec")
+
+    with sessions() as session:
+        last = store.events(session, workflow_id, uuid.UUID(spec.task_id))[-1]
+    claims.close()
+    engine.dispose()
+    assert not claimed
+    assert (last.kind, last.reason) == (
+        "stale_dispatch_ignored",
+        "attempt 1 not started: the workflow is cancelled",
+    )
+
+
+@pytest.mark.postgres
+def test_a_claim_survives_its_kept_connection_being_killed(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine, sessions = open_database(postgres_url)
+    claims = Claims(sessions, lease_seconds=30)
+    _, first = dispatched(sessions)
+    assert claims.claim(first, worker="exec")
+    # What a PostgreSQL restart or an idle-connection reaper does to the connection the claims keep.
+    with engine.begin() as connection:
+        killed = connection.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'"
+            )
+        ).scalar_one()
+    _, second = dispatched(sessions)
+
+    claimed = claims.claim(second, worker="exec")
+
+    with sessions() as session:
+        task = session.get(Task, uuid.UUID(second.task_id))
+    claims.close()
+    engine.dispose()
+    assert killed >= 1
+    assert "connection lost; retrying" in caplog.text  # the kept connection was the one killed
+    assert claimed and task is not None and task.status == TaskStatus.IN_PROGRESS.value
