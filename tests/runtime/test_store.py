@@ -10,7 +10,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.runtime import attempts, store
-from librarian.runtime.contracts import TaskStatus
+from librarian.runtime.contracts import TaskSpec, TaskStatus
 from librarian.runtime.evaluator import Evaluation
 from librarian.runtime.models import Task
 from librarian.runtime.spec import WorkflowBuilder, WorkflowSpec
@@ -151,8 +151,8 @@ def test_a_claim_and_a_result_are_applied_once_and_duplicates_are_logged(databas
     assert started.reason == "attempt 1 started by exec" and started.data == {}
 
 
-def test_a_duplicate_inside_one_batch_is_applied_once_and_logged_after(tmp_path: Path) -> None:
-    sessions = sqlite_sessions(tmp_path)
+def test_a_duplicate_inside_one_batch_is_applied_once_and_logged_after(database_url: str) -> None:
+    _, sessions = open_database(database_url)
     with sessions.begin() as session:
         workflow_id = store.create_workflow(session, two_step_spec(), actor="test").workflow_id
         spec = attempts.dispatch(session, attempts.ready_tasks(session)[0], owner="orch", lease_seconds=30)
@@ -170,6 +170,59 @@ def test_a_duplicate_inside_one_batch_is_applied_once_and_logged_after(tmp_path:
     assert flags == [True, False]
     assert workflow.total_reward == 1.0
     assert kinds[-2:] == ["result_applied", "stale_result_ignored"]
+
+
+def test_a_batch_applies_current_results_and_logs_stale_ones_the_same_on_both_databases(
+    database_url: str,
+) -> None:
+    # On PostgreSQL a batch is one statement; its outcome must be the per-result path's, row for row.
+    _, sessions = open_database(database_url)
+    spec = (
+        WorkflowBuilder("trio", goal="three at once")
+        .task("a", "command_executor", {"argv": ["true"]})
+        .task("b", "command_executor", {"argv": ["true"]})
+        .task("c", "command_executor", {"argv": ["false"]})
+        .build()
+    )
+    with sessions.begin() as session:
+        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+        messages = [
+            message
+            for task in attempts.ready_tasks(session)
+            if (message := attempts.dispatch(session, task, owner="orch", lease_seconds=30)) is not None
+        ]
+    a, b, c = sorted(messages, key=lambda message: message.description)
+    success = Evaluation(
+        TaskStatus.SUCCESS, 1.0, {"status": "success", "notes": "ok", "stdout": "", "stderr": ""}
+    )
+    failure = Evaluation(TaskStatus.FAILED, -1.0, {"status": "failure", "error_type": "CommandFailedError"})
+    stale_b = TaskSpec(b.task_id, b.workflow_id, b.executor_type, b.payload, b.description, attempt=0)
+
+    with sessions.begin() as session:
+        flags = attempts.apply_results(
+            session, [(a, success), (stale_b, success), (c, failure)], actor="eval"
+        )
+
+    with sessions() as session:
+        workflow = store.get_workflow(session, workflow_id)
+        tasks = {task.task_key: task for task in store.workflow_tasks(session, workflow_id)}
+        last_events = {
+            key: store.events(session, workflow_id, task.task_id)[-1] for key, task in tasks.items()
+        }
+        events = {key: (event.kind, event.from_status, event.to_status) for key, event in last_events.items()}
+    assert flags == [True, False, True]
+    assert (tasks["a"].status, tasks["a"].reward, tasks["a"].lease_owner) == ("success", 1.0, None)
+    assert tasks["a"].feedback_notes == success.feedback
+    assert (tasks["b"].status, tasks["b"].reward) == ("dispatched", None)
+    assert (tasks["c"].status, tasks["c"].reward) == ("failed", -1.0)
+    assert workflow.total_reward == 0.0
+    assert events == {
+        "a": ("result_applied", "dispatched", "success"),
+        "b": ("stale_result_ignored", None, None),
+        "c": ("result_applied", "dispatched", "failed"),
+    }
+    assert (last_events["a"].actor, last_events["a"].reason) == ("eval", "attempt 1 success (reward +1.00)")
+    assert last_events["a"].data == {"attempt": 1, "reward": 1.0}
 
 
 def test_postgres_event_log_takes_no_lock_on_its_workflow(postgres_url: str) -> None:

@@ -13,6 +13,7 @@ PostgreSQL, ``json_each`` on SQLite), so a pass over a long chain loads only the
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -31,6 +32,7 @@ from sqlalchemy import (
     literal,
     literal_column,
     select,
+    text,
     update,
 )
 from sqlalchemy.orm import Session
@@ -169,6 +171,34 @@ _ADD_REWARD = (
         last_update_timestamp=bindparam("p_now"),
     )
 )
+
+# PostgreSQL: a whole batch of results in one statement. Each JSON row carries one result and its
+# ``result_applied`` event; a row is applied only if its attempt is still the task's current one and
+# in flight (the compare-and-set of _APPLY), its event is written in the same statement, and the ids
+# of the applied tasks come back. Faster than one UPDATE per result by the number of results.
+_APPLY_ALL = text(
+    """
+    WITH result AS (
+        SELECT (r->>'task_id')::uuid AS task_id, (r->>'attempt')::int AS attempt,
+               r->>'status' AS status, (r->>'reward')::float8 AS reward, r->'feedback' AS feedback,
+               r->>'before' AS before, r->>'reason' AS reason, r->'data' AS data
+        FROM jsonb_array_elements(CAST(:p_rows AS jsonb)) AS r
+    ), applied AS (
+        UPDATE tasks
+        SET status = result.status, reward = result.reward, feedback_notes = result.feedback,
+            lease_owner = NULL, lease_expires_at = NULL, correction_strategy = NULL,
+            last_update_timestamp = :p_now
+        FROM result
+        WHERE tasks.task_id = result.task_id AND tasks.attempt = result.attempt
+          AND tasks.status IN ({in_flight})
+        RETURNING tasks.task_id, tasks.workflow_id, result.before, result.status, result.reason, result.data
+    )
+    INSERT INTO task_events (task_id, workflow_id, at, kind, from_status, to_status, actor, reason, data)
+    SELECT task_id, workflow_id, :p_now, 'result_applied', before, status, :p_actor, reason, data
+    FROM applied
+    RETURNING task_id
+    """.format(in_flight=", ".join(f"'{status}'" for status in IN_FLIGHT))
+).bindparams(bindparam("p_now", type_=_EVENTS.c.at.type))
 
 _EXPIRED = (
     select(_TASKS.c.task_id)
@@ -541,35 +571,30 @@ def apply_results(
     """:func:`apply_result` for several attempts in one transaction; one flag per result, in order.
 
     Each result is still its own compare-and-set, so a duplicate within the batch is ignored like any
-    other; the event rows are inserted together and the reward of each workflow is updated once.
+    other; the event rows are inserted together and the reward of each workflow is updated once. On
+    PostgreSQL a batch without duplicates is applied by one statement (:data:`_APPLY_ALL`).
     """
     ids = [as_uuid(spec.task_id, "task id") for spec, _ in results]
     known = dict(states) if states is not None else task_states(session, ids)
     now = utcnow()
+    # Rows are locked in task-id order (then workflows in id order): two evaluators applying
+    # overlapping batches on PostgreSQL then never wait on each other in a cycle.
+    order = [i for i in sorted(range(len(ids)), key=lambda i: (ids[i], i)) if ids[i] in known]
+    set_based = session.get_bind().dialect.name == "postgresql" and len(set(ids)) == len(ids)
+    won_by_statement = _apply_all(session, results, ids, known, order, actor, now) if set_based else set()
     rows: list[dict[str, Any]] = []
     deltas: dict[uuid.UUID, float] = {}
     applied = [False] * len(ids)
-    # Rows are locked in task-id order (then workflows in id order): two evaluators applying
-    # overlapping batches on PostgreSQL then never wait on each other in a cycle.
-    for index in sorted(range(len(ids)), key=lambda i: (ids[i], i)):
+    for index in order:
         task_id = ids[index]
         spec, evaluation = results[index]
-        state = known.get(task_id)
-        if state is None:
-            continue
+        state = known[task_id]
         status = TaskStatus(evaluation.status)
-        won = session.execute(
-            _APPLY,
-            {
-                "p_task_id": task_id,
-                "p_attempt": spec.attempt,
-                "p_status": status.value,
-                "p_reward": evaluation.reward,
-                "p_feedback": evaluation.feedback,
-                "p_now": now,
-            },
-        )
-        if won.rowcount != 1:  # type: ignore[attr-defined]
+        if set_based:
+            won = task_id in won_by_statement
+        else:
+            won = session.execute(_APPLY, _apply_parameters(task_id, spec, evaluation, now)).rowcount == 1  # type: ignore[attr-defined]
+        if not won:
             current = task_state(session, task_id) or state
             rows.append(
                 _event(
@@ -586,20 +611,21 @@ def apply_results(
                 )
             )
             continue
-        before = state.status if state.status in IN_FLIGHT else TaskStatus.IN_PROGRESS.value
-        rows.append(
-            _event(
-                state.workflow_id,
-                task_id,
-                "result_applied",
-                actor,
-                f"attempt {spec.attempt} {status.value} (reward {evaluation.reward:+.2f})",
-                before,
-                status.value,
-                now,
-                {"attempt": spec.attempt, "reward": evaluation.reward},
+        if not set_based:
+            event = _applied_event(spec, evaluation, state)
+            rows.append(
+                _event(
+                    state.workflow_id,
+                    task_id,
+                    "result_applied",
+                    actor,
+                    event["reason"],
+                    event["before"],
+                    status.value,
+                    now,
+                    event["data"],
+                )
             )
-        )
         if state.correction_strategy and state.error_category:
             add_strategy_reward(session, state.error_category, state.correction_strategy, evaluation.reward)
             rows.append(
@@ -626,6 +652,57 @@ def apply_results(
     for workflow_id, delta in sorted(deltas.items()):
         session.execute(_ADD_REWARD, {"p_workflow_id": workflow_id, "p_delta": delta, "p_now": now})
     return applied
+
+
+def _apply_parameters(
+    task_id: uuid.UUID, spec: TaskSpec, evaluation: Evaluation, now: datetime
+) -> dict[str, Any]:
+    return {
+        "p_task_id": task_id,
+        "p_attempt": spec.attempt,
+        "p_status": evaluation.status,
+        "p_reward": evaluation.reward,
+        "p_feedback": evaluation.feedback,
+        "p_now": now,
+    }
+
+
+def _applied_event(spec: TaskSpec, evaluation: Evaluation, state: TaskState) -> dict[str, Any]:
+    """What the ``result_applied`` event of a result says: status before, reason and data."""
+    return {
+        "before": state.status if state.status in IN_FLIGHT else TaskStatus.IN_PROGRESS.value,
+        "reason": f"attempt {spec.attempt} {evaluation.status} (reward {evaluation.reward:+.2f})",
+        "data": {"attempt": spec.attempt, "reward": evaluation.reward},
+    }
+
+
+def _apply_all(
+    session: Session,
+    results: Sequence[tuple[TaskSpec, Evaluation]],
+    ids: Sequence[uuid.UUID],
+    known: Mapping[uuid.UUID, TaskState],
+    order: Sequence[int],
+    actor: str,
+    now: datetime,
+) -> set[uuid.UUID]:
+    """PostgreSQL: apply every result of ``order`` with :data:`_APPLY_ALL`; the ids of those applied."""
+    if not order:
+        return set()
+    rows = []
+    for index in order:
+        spec, evaluation = results[index]
+        rows.append(
+            {
+                "task_id": str(ids[index]),
+                "attempt": spec.attempt,
+                "status": evaluation.status,
+                "reward": evaluation.reward,
+                "feedback": evaluation.feedback,
+                **_applied_event(spec, evaluation, known[ids[index]]),
+            }
+        )
+    applied = session.execute(_APPLY_ALL, {"p_rows": json.dumps(rows), "p_now": now, "p_actor": actor})
+    return {as_uuid(task_id, "task id") for task_id in applied.scalars()}
 
 
 def _event(
