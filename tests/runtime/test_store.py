@@ -225,6 +225,37 @@ def test_a_batch_applies_current_results_and_logs_stale_ones_the_same_on_both_da
     assert last_events["a"].data == {"attempt": 1, "reward": 1.0}
 
 
+def test_a_pass_dispatches_each_ready_task_once_when_two_orchestrators_race(database_url: str) -> None:
+    # On PostgreSQL a pass's pending tasks are leased by one statement, each still a compare-and-set.
+    _, sessions = open_database(database_url)
+    builder = WorkflowBuilder("fan", goal="three at once")
+    for key in ("a", "b", "c"):
+        builder.task(key, "command_executor", {"argv": ["true"]})
+    with sessions.begin() as session:
+        workflow_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+    with sessions() as one, sessions() as two:
+        ready_one = attempts.ready_tasks(one)
+        ready_two = attempts.ready_tasks(two)  # both saw every task pending
+        first = attempts.dispatch_ready(one, ready_one, owner="orch-1", lease_seconds=30)
+        one.commit()
+        second = attempts.dispatch_ready(two, ready_two, owner="orch-2", lease_seconds=30)
+        two.commit()
+    with sessions() as session:
+        tasks = store.workflow_tasks(session, workflow_id)
+        dispatched = [
+            (event.actor, event.from_status, event.to_status, event.reason, event.data)
+            for task in tasks
+            for event in store.events(session, workflow_id, task.task_id)
+            if event.kind == "dispatched"
+        ]
+    assert [message.description for message in first] == ["a", "b", "c"]
+    assert {message.attempt for message in first} == {1} and second == []
+    assert {(task.status, task.lease_owner, task.attempt) for task in tasks} == {("dispatched", "orch-1", 1)}
+    assert {task.idempotency_key for task in tasks} == {f"{task.task_id.hex}:1" for task in tasks}
+    reason = "dependencies succeeded; dispatching attempt 1"
+    assert dispatched == [("orch-1", "pending", "dispatched", reason, {"attempt": 1})] * 3
+
+
 def test_postgres_event_log_takes_no_lock_on_its_workflow(postgres_url: str) -> None:
     # Revision 0007: appending an event must not check (and lock) the workflow row.
     engine, _ = open_database(postgres_url)

@@ -200,6 +200,31 @@ _APPLY_ALL = text(
     """.format(in_flight=", ".join(f"'{status}'" for status in IN_FLIGHT))
 ).bindparams(bindparam("p_now", type_=_EVENTS.c.at.type))
 
+# PostgreSQL: lease a whole pass's pending tasks in one statement, with their ``dispatched`` events
+# (the compare-and-set of _DISPATCH for each JSON row); the ids of the tasks won come back.
+_DISPATCH_ALL = text(
+    """
+    WITH ready AS (
+        SELECT (r->>'task_id')::uuid AS task_id, (r->>'attempt')::int AS attempt, r->>'key' AS key,
+               r->>'reason' AS reason, r->'data' AS data
+        FROM jsonb_array_elements(CAST(:p_rows AS jsonb)) AS r
+    ), leased AS (
+        UPDATE tasks
+        SET status = 'dispatched', attempt = ready.attempt + 1, idempotency_key = ready.key,
+            lease_owner = :p_owner, lease_expires_at = :p_expires, last_update_timestamp = :p_now
+        FROM ready
+        WHERE tasks.task_id = ready.task_id AND tasks.status = 'pending' AND tasks.attempt = ready.attempt
+        RETURNING tasks.task_id, tasks.workflow_id, ready.reason, ready.data
+    )
+    INSERT INTO task_events (task_id, workflow_id, at, kind, from_status, to_status, actor, reason, data)
+    SELECT task_id, workflow_id, :p_now, 'dispatched', 'pending', 'dispatched', :p_owner, reason, data
+    FROM leased
+    RETURNING task_id
+    """
+).bindparams(
+    bindparam("p_now", type_=_EVENTS.c.at.type), bindparam("p_expires", type_=_TASKS.c.lease_expires_at.type)
+)
+
 _EXPIRED = (
     select(_TASKS.c.task_id)
     .join(_WORKFLOWS, _WORKFLOWS.c.workflow_id == _TASKS.c.workflow_id)
@@ -299,6 +324,63 @@ def ready_tasks(session: Session, limit: int = 1000) -> list[ReadyTask]:
     return [ReadyTask(*row) for row in session.execute(query, {"p_limit": limit})]
 
 
+def dispatch_ready(
+    session: Session, ready: Sequence[ReadyTask], *, owner: str, lease_seconds: float
+) -> list[TaskSpec]:
+    """Lease every task of ``ready`` to the dispatch queue; the messages to publish, in ``ready``'s order.
+
+    Tasks another orchestrator leased first are left out. On PostgreSQL the pending tasks are leased,
+    and their events written, by one statement (:data:`_DISPATCH_ALL`); paused tasks, and every task on
+    SQLite, go one by one through :func:`dispatch`.
+    """
+    won: dict[uuid.UUID, TaskSpec] = {}
+    one_by_one = list(ready)
+    if session.get_bind().dialect.name == "postgresql":
+        pending = [task for task in ready if task.status == TaskStatus.PENDING.value]
+        one_by_one = [task for task in ready if task.status != TaskStatus.PENDING.value]
+        won = _dispatch_all(session, pending, owner=owner, lease_seconds=lease_seconds)
+    events: list[dict[str, Any]] = []
+    for task in one_by_one:
+        spec = dispatch(session, task, owner=owner, lease_seconds=lease_seconds, events=events)
+        if spec is not None:
+            won[task.task_id] = spec
+    insert_events(session, events)
+    return [won[task.task_id] for task in ready if task.task_id in won]
+
+
+def _dispatch_all(
+    session: Session, pending: Sequence[ReadyTask], *, owner: str, lease_seconds: float
+) -> dict[uuid.UUID, TaskSpec]:
+    if not pending:
+        return {}
+    now = utcnow()
+    rows = [
+        {
+            "task_id": str(task.task_id),
+            "attempt": task.attempt,
+            "key": idempotency_key(task.task_id, task.attempt + 1),
+            "reason": _dispatched_reason(task.attempt + 1),
+            "data": {"attempt": task.attempt + 1},
+        }
+        for task in pending
+    ]
+    leased = session.execute(
+        _DISPATCH_ALL,
+        {
+            "p_rows": json.dumps(rows),
+            "p_owner": owner,
+            "p_expires": now + timedelta(seconds=lease_seconds),
+            "p_now": now,
+        },
+    )
+    ids = {as_uuid(task_id, "task id") for task_id in leased.scalars()}
+    return {task.task_id: task_spec(task, task.attempt + 1) for task in pending if task.task_id in ids}
+
+
+def _dispatched_reason(attempt: int) -> str:
+    return f"dependencies succeeded; dispatching attempt {attempt}"
+
+
 def dispatch(
     session: Session,
     task: ReadyTask,
@@ -350,7 +432,7 @@ def dispatch(
             task.task_id,
             "dispatched",
             owner,
-            f"dependencies succeeded; dispatching attempt {attempt}",
+            _dispatched_reason(attempt),
             TaskStatus.PENDING.value,
             TaskStatus.DISPATCHED.value,
             now,

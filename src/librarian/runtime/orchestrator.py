@@ -29,7 +29,6 @@ import threading
 import time
 import uuid
 from collections.abc import Collection, Sequence
-from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -47,7 +46,7 @@ logger = logging.getLogger(__name__)
 # Ready tasks leased per pass; a full batch makes the loop pass again at once.
 _DISPATCH_BATCH = 500
 # After a pass that did nothing, how long the next one waits for more wake-ups to gather.
-_IDLE_COALESCE_SECONDS = 0.005
+_IDLE_COALESCE_SECONDS = 0.02
 # Expired leases are looked for at most this often (and at least ten times per lease).
 _LEASE_CHECK_SECONDS = 1.0
 
@@ -161,14 +160,9 @@ class Orchestrator:
         with self.sessions.begin() as session:
             messages = self._redispatch_expired(session)
             ready = attempts.ready_tasks(session, limit=_DISPATCH_BATCH)
-            events: list[dict[str, Any]] = []
-            for task in ready:
-                spec = attempts.dispatch(
-                    session, task, owner=self.name, lease_seconds=self.lease_seconds, events=events
-                )
-                if spec is not None:
-                    messages.append(spec)
-            attempts.insert_events(session, events)
+            messages += attempts.dispatch_ready(
+                session, ready, owner=self.name, lease_seconds=self.lease_seconds
+            )
             failed = attempts.failed_task_ids(session)
             finished = self._finish_workflows(session)
         self._publish(messages)
