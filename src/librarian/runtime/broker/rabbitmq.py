@@ -362,8 +362,9 @@ class RabbitMQBroker:
             connection.process_data_events(time_limit=_POLL_SECONDS)
         failure = done.exception()
         if failure is None:
-            for tag in tags:
-                channel.basic_ack(tag)
+            # Delivery tags grow on a channel and this consumer holds no other unacknowledged message
+            # (one batch at a time; malformed ones were rejected above): one frame acknowledges all.
+            channel.basic_ack(tags[-1], multiple=len(tags) > 1)
             return
         logger.warning(
             "handler failed on %d %s message(s); redelivering them", len(tags), queue_name, exc_info=failure
