@@ -210,11 +210,17 @@ class Cluster:
     broker_url: str
     workers: int
     evaluators: int
+    executor_threads: int = 1
+    # "split": an orchestrator, an evaluator and ``workers`` executor processes; "single": one
+    # ``librarian worker --role all`` process (the default deployment) with ``executor_threads``.
+    layout: str = "split"
     queues: tuple[str, str] = field(default_factory=lambda: _queue_names())
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
     def roles(self) -> list[str]:
+        if self.layout == "single":
+            return ["all"]
         return ["orchestrator", "evaluator", *["executor"] * self.workers]
 
     def start(self) -> None:
@@ -239,6 +245,8 @@ class Cluster:
                 *self.queues,
                 "--evaluators",
                 str(self.evaluators),
+                "--executor-threads",
+                str(self.executor_threads),
             ]
             with log.open("ab") as sink:
                 self.processes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink))
@@ -296,7 +304,7 @@ def run_worker(args: argparse.Namespace) -> None:
     broker = RabbitMQBroker(args.broker_url, dispatch_queue=args.queues[0], results_queue=args.queues[1])
     group = WorkerGroup(Services(settings, sessions, broker, CorrectorRegistry(default_correctors())))
     signal.signal(signal.SIGTERM, lambda *_: group.stop_event.set())
-    group.start(args.worker_role, executor_threads=1, evaluator_threads=args.evaluators)
+    group.start(args.worker_role, executor_threads=args.executor_threads, evaluator_threads=args.evaluators)
     try:
         group.wait()
     finally:
@@ -340,7 +348,15 @@ def bench(args: argparse.Namespace, database_url: str | None) -> dict[str, Any]:
             assert database_url is not None
             settings = Settings(home=home, database_url=database_url, broker_url=args.broker_url)
             runtime = Runtime(settings)  # creates the schema before the workers start
-            cluster = Cluster(home, database_url, args.broker_url, args.workers, args.evaluators)
+            cluster = Cluster(
+                home,
+                database_url,
+                args.broker_url,
+                args.workers,
+                args.evaluators,
+                args.executor_threads,
+                args.layout,
+            )
             cluster.start()
         else:
             settings = Settings(home=home, database_url=database_url, runtime_workers=args.workers)
@@ -387,6 +403,19 @@ def main() -> None:
     parser.add_argument(
         "--evaluators", type=int, default=1, help="evaluator threads (distributed mode; default 1)"
     )
+    parser.add_argument(
+        "--layout",
+        choices=["split", "single"],
+        default="split",
+        help="split: one process per role and --workers executor processes; single: one process with "
+        "every role and --executor-threads executors (distributed mode)",
+    )
+    parser.add_argument(
+        "--executor-threads",
+        type=int,
+        default=1,
+        help="executor threads per executor process (distributed mode; default 1)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", action="store_true", help="print one JSON document only")
     # Internal: the body of a worker process started by a distributed run.
@@ -412,6 +441,8 @@ def main() -> None:
         "tasks": args.tasks,
         "repeat": args.repeat,
         "workers": args.workers,
+        "executor_threads": args.executor_threads,
+        "layout": args.layout,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "cpus": os.cpu_count(),
         "load_before": [round(value, 2) for value in load_before],

@@ -30,7 +30,10 @@ def test_an_executor_killed_mid_task_is_replaced_and_the_task_runs_again(cluster
     cluster.start("evaluator")
     doomed = cluster.start("executor")
     workflow_id = cluster.submit(spec)
-    wait_for(lambda: cluster.report(workflow_id).task("slow").status == "in_progress", what="slow running")
+    # Killed once the script runs (its marker file exists), not merely once the task is claimed.
+    marker = cluster.home / "workspaces" / workflow_id / "started"
+    wait_for(marker.is_file, what="slow running")
+    assert cluster.report(workflow_id).task("slow").status == "in_progress"
     cluster.kill(doomed)
     cluster.start("executor")
 

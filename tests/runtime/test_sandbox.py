@@ -13,7 +13,12 @@ import pytest
 from librarian.config import Settings
 from librarian.errors import InvalidInputError
 from librarian.runtime.contracts import Workspace
-from librarian.runtime.sandbox import CommandNotFoundError, EnvironmentManager, SandboxLimits
+from librarian.runtime.sandbox import (
+    FORKSERVER_AVAILABLE,
+    CommandNotFoundError,
+    EnvironmentManager,
+    SandboxLimits,
+)
 from tests.processes import process_gone, wait_for
 
 MiB = 1024 * 1024
@@ -23,12 +28,13 @@ HAS_PRLIMIT = shutil.which("prlimit", path="/usr/bin:/bin:/usr/sbin:/sbin") is n
 LAUNCHERS = [
     "python",
     pytest.param("prlimit", marks=pytest.mark.skipif(not HAS_PRLIMIT, reason="no prlimit")),
+    pytest.param("forkserver", marks=pytest.mark.skipif(not FORKSERVER_AVAILABLE, reason="no pidfd")),
 ]
 
 
 @pytest.fixture(params=LAUNCHERS)
 def manager(tmp_path: Path, request: pytest.FixtureRequest) -> EnvironmentManager:
-    """A manager with each launcher: every behaviour below must hold for both."""
+    """A manager with each launcher: every behaviour below must hold for all of them."""
     return EnvironmentManager(
         tmp_path / "workspaces",
         limits=SandboxLimits(timeout_seconds=30, memory_mb=1024, output_bytes=100_000),
@@ -204,9 +210,10 @@ def test_malformed_argv_is_refused(manager: EnvironmentManager, workspace: Works
         manager.run(argv, workspace)  # type: ignore[arg-type]
 
 
-def test_auto_picks_prlimit_when_installed_and_python_is_the_fallback(tmp_path: Path) -> None:
+def test_auto_picks_the_fork_server_then_prlimit_then_python(tmp_path: Path) -> None:
     auto = EnvironmentManager(tmp_path)
-    assert auto.launcher == ("prlimit" if HAS_PRLIMIT else "python")
+    fallback = "prlimit" if HAS_PRLIMIT else "python"
+    assert auto.launcher == ("forkserver" if FORKSERVER_AVAILABLE else fallback)
     assert EnvironmentManager(tmp_path, launcher="python").launcher == "python"
 
 

@@ -33,6 +33,7 @@ import select
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -42,11 +43,12 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, Protocol
 
 from librarian.config import Settings
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.contracts import Workspace
+from librarian.runtime.forkserver import ForkServers
 
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -86,7 +88,12 @@ _CPUS = os.cpu_count() or 1
 
 # Where ``prlimit`` is looked for (never on the task's PATH, which the workflow could influence).
 _SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
-Launcher = Literal["auto", "prlimit", "python"]
+Launcher = Literal["auto", "forkserver", "prlimit", "python"]
+# The fork server watches its programs through pidfds and passes descriptors over a Unix socket.
+FORKSERVER_AVAILABLE = sys.platform == "linux" and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds")
+# Below this address-space limit a run goes through prlimit (or the Python wrapper) instead: a fork
+# server lives under the limits it serves, and its interpreter needs some room.
+_FORKSERVER_MIN_MEMORY_MB = 64
 
 
 class CommandNotFoundError(InvalidInputError):
@@ -148,38 +155,88 @@ class ProcessOutcome:
             return f"signal {-self.exit_code}"
 
 
-class _ProcessGroups:
-    """The process groups of the runs in progress, so they can all be killed at once (thread-safe).
+class _Program(Protocol):
+    """A started program, whichever launcher started it: its process group can be killed as a whole."""
 
-    A group leaves the registry before its leader is reaped, and killing holds the same lock: a group
-    id signalled here is always still a live group's, never a reused pid.
+    pid: int
+
+    @property
+    def exit_fd(self) -> int | None:
+        """A descriptor readable once the program has exited, or ``None`` (then exits are polled)."""
+
+    def has_exited(self) -> bool:
+        """Whether the program has exited; its group id stays its own until :meth:`wait`."""
+
+    def kill(self) -> None:
+        """SIGKILL the program's process group."""
+
+    def wait(self) -> int:
+        """Reap the program; its exit code (``-N``: killed by signal N)."""
+
+    def close(self) -> None:
+        """Release what watching the program took (call after :meth:`wait`)."""
+
+
+class _LocalProgram:
+    """A program this process started itself (the ``prlimit`` and ``python`` launchers)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.pid = process.pid  # also its process group's id
+        self._pidfd = _open_pidfd(process.pid)
+
+    @property
+    def exit_fd(self) -> int | None:
+        return self._pidfd
+
+    def has_exited(self) -> bool:
+        # WNOWAIT: the leader stays a zombie, so its pid (the group id) cannot be reused meanwhile.
+        return _has_exited(self.pid)
+
+    def kill(self) -> None:
+        _kill_group(self.pid)
+
+    def wait(self) -> int:
+        return self.process.wait()
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+class _ProcessGroups:
+    """The programs of the runs in progress, so they can all be killed at once (thread-safe).
+
+    A program leaves the registry before it is reaped, and killing holds the same lock: a group id
+    signalled here is always still a live group's, never a reused pid.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live: set[int] = set()
+        self._live: set[_Program] = set()
         self.closed = False
 
-    def add(self, pgid: int) -> bool:
-        """Register a new group; after :meth:`kill_all` with ``close`` it is killed at once instead."""
+    def add(self, program: _Program) -> bool:
+        """Register a new program; after :meth:`kill_all` with ``close`` it is killed at once instead."""
         with self._lock:
             if self.closed:
-                _kill_group(pgid)
+                program.kill()
                 return False
-            self._live.add(pgid)
+            self._live.add(program)
             return True
 
-    def discard(self, pgid: int) -> None:
-        """Forget a group whose leader is about to be reaped."""
+    def discard(self, program: _Program) -> None:
+        """Forget a program that is about to be reaped."""
         with self._lock:
-            self._live.discard(pgid)
+            self._live.discard(program)
 
     def kill_all(self, *, close: bool = False) -> int:
         """SIGKILL every registered group (and, with ``close``, every later one); how many there were."""
         with self._lock:
             self.closed = self.closed or close
-            for pgid in self._live:
-                _kill_group(pgid)
+            for program in self._live:
+                program.kill()
             return len(self._live)
 
 
@@ -244,12 +301,18 @@ class EnvironmentManager:
                     hint="pass secrets in the task payload's env instead",
                 )
         self.passthrough = tuple(passthrough)
+        if launcher == "forkserver" and not FORKSERVER_AVAILABLE:
+            raise InvalidInputError(
+                "the sandbox launcher 'forkserver' needs Linux 5.3 or later (pidfd)", hint="use 'auto'"
+            )
         prlimit = shutil.which("prlimit", path=_SYSTEM_BIN) if launcher != "python" else None
         if launcher == "prlimit" and prlimit is None:
             raise InvalidInputError(
                 "the sandbox launcher 'prlimit' is not installed", hint="install util-linux or use 'auto'"
             )
         self.prlimit = prlimit
+        serve = launcher == "forkserver" or (launcher == "auto" and FORKSERVER_AVAILABLE)
+        self._forkservers = ForkServers() if serve else None
         self._groups = _ProcessGroups()
         with _MANAGERS_LOCK:
             _MANAGERS.add(self)
@@ -272,11 +335,19 @@ class EnvironmentManager:
         Returns how many runs were killed. A run that starts concurrently is killed as soon as its
         process exists; one that starts afterwards raises :class:`BackendUnavailableError`.
         """
-        return self._groups.kill_all(close=True)
+        killed = self._groups.kill_all(close=True)
+        if self._forkservers is not None:
+            self._forkservers.close()
+        return killed
 
     @property
-    def launcher(self) -> Literal["prlimit", "python"]:
-        """``prlimit`` or ``python``: the launcher that applies the limits."""
+    def launcher(self) -> Literal["forkserver", "prlimit", "python"]:
+        """What applies the limits: ``forkserver``, ``prlimit`` or ``python``.
+
+        With ``forkserver``, runs whose memory limit is below 64 MiB go through the other launcher.
+        """
+        if self._forkservers is not None:
+            return "forkserver"
         return "prlimit" if self.prlimit else "python"
 
     @classmethod
@@ -374,31 +445,30 @@ class EnvironmentManager:
                 f"the sandbox is shutting down and cannot start {args[0]!r}",
                 hint="the worker is stopping; the task runs again once its lease expires",
             )
-        wrapper = self._launch(limits, args)
         with _stdin_file(stdin) as stdin_handle:
+            stdout_read, stdout_write = os.pipe()
+            stderr_read, stderr_write = os.pipe()
             started = time.monotonic()
             try:
-                process = subprocess.Popen(
-                    wrapper,
-                    stdin=stdin_handle if stdin_handle is not None else subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=workspace.root,
-                    env=env,
-                    shell=False,
-                    start_new_session=True,  # its own process group, killed as a whole
-                    close_fds=True,
-                )
-            except OSError as exc:  # fork or pipe creation failed: the machine, not the task
+                stdin_fd = stdin_handle.fileno() if stdin_handle is not None else _devnull()
+                program = self._start(args, workspace, env, limits, stdin_fd, stdout_write, stderr_write)
+            except OSError as exc:  # fork, pipes or a fork server failed: the machine, not the task
+                os.close(stdout_read)
+                os.close(stderr_read)
                 raise BackendUnavailableError(f"the sandbox cannot start {args[0]!r}: {exc}") from exc
-            self._groups.add(process.pid)  # its pid is its process group's id
-            stdout, stderr, timed_out = _collect(process, limits, started, self._groups)
+            finally:
+                os.close(stdout_write)  # the program holds its own copies
+                os.close(stderr_write)
+            self._groups.add(program)
+            stdout, stderr, timed_out, exit_code = _collect(
+                program, stdout_read, stderr_read, limits, started, self._groups
+            )
         duration = time.monotonic() - started
         out_text, out_cut = stdout.text()
         err_text, err_cut = stderr.text()
         return ProcessOutcome(
             argv=args,
-            exit_code=process.returncode,
+            exit_code=exit_code,
             stdout=out_text,
             stderr=err_text,
             timed_out=timed_out,
@@ -408,6 +478,40 @@ class EnvironmentManager:
             stdout_truncated=out_cut,
             stderr_truncated=err_cut,
         )
+
+    def _start(
+        self,
+        args: tuple[str, ...],
+        workspace: Workspace,
+        env: dict[str, str],
+        limits: SandboxLimits,
+        stdin: int,
+        stdout: int,
+        stderr: int,
+    ) -> _Program:
+        """Start ``args`` in its own session under ``limits``, with the launcher of this manager."""
+        if self._forkservers is not None and limits.memory_mb >= _FORKSERVER_MIN_MEMORY_MB:
+            return self._forkservers.spawn(
+                args,
+                limits=_rlimits(limits),
+                cwd=workspace.root,
+                env=env,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+            )
+        process = subprocess.Popen(
+            self._launch(limits, args),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=workspace.root,
+            env=env,
+            shell=False,
+            start_new_session=True,  # its own process group, killed as a whole
+            close_fds=True,
+        )
+        return _LocalProgram(process)
 
     def _launch(self, limits: SandboxLimits, args: tuple[str, ...]) -> list[str]:
         """The argv that applies ``limits`` to itself, then ``exec``s ``args``."""
@@ -419,19 +523,33 @@ class EnvironmentManager:
                 limits.file_bytes,
             )
             return [sys.executable, "-I", "-S", "-c", _WRAPPER, *map(str, numbers), "--", *args]
-        # The child inherits this process's limits, so capping at our own hard limits here is what
-        # the Python wrapper does in the child: a hard limit can never be raised.
-        options = [
-            f"--{option}={_cap(which, soft)}:{_cap(which, hard)}"
-            for option, which, soft, hard in (
-                ("as", resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024, limits.memory_mb * 1024 * 1024),
-                # One extra second of hard limit, so SIGXCPU comes before SIGKILL.
-                ("cpu", resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
-                ("nofile", resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
-                ("fsize", resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
-            )
-        ]
+        options = [f"--{_PRLIMIT_OPTIONS[which]}={soft}:{hard}" for which, soft, hard in _rlimits(limits)]
         return [self.prlimit, *options, "--", *args]
+
+
+_PRLIMIT_OPTIONS = {
+    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_NOFILE: "nofile",
+    resource.RLIMIT_FSIZE: "fsize",
+}
+
+
+def _rlimits(limits: SandboxLimits) -> tuple[tuple[int, int, int], ...]:
+    """``(resource, soft, hard)`` of a run, capped at this process's own hard limits.
+
+    The program inherits this process's limits and a hard limit can never be raised, so capping here
+    is what the Python wrapper does in the child. Hard equals soft, except that CPU gets one extra
+    second so SIGXCPU comes before SIGKILL; the task cannot raise them back.
+    """
+    memory = limits.memory_mb * 1024 * 1024
+    wanted = (
+        (resource.RLIMIT_AS, memory, memory),
+        (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
+    )
+    return tuple((which, _cap(which, soft), _cap(which, hard)) for which, soft, hard in wanted)
 
 
 def _cap(which: int, value: int) -> int:
@@ -463,44 +581,48 @@ class _Capture:
 
 
 def _collect(
-    process: subprocess.Popen[bytes], limits: SandboxLimits, started: float, groups: _ProcessGroups
-) -> tuple[_Capture, _Capture, bool]:
-    """Drain both pipes, enforce the timeout, kill what the process left running, reap it.
+    program: _Program,
+    stdout: int,
+    stderr: int,
+    limits: SandboxLimits,
+    started: float,
+    groups: _ProcessGroups,
+) -> tuple[_Capture, _Capture, bool, int]:
+    """Drain both pipes, enforce the timeout, kill what the program left running, reap it.
 
-    Exit is detected with ``WNOWAIT`` so the leader stays a zombie until its group has been killed:
-    its pid, which is also the group id, cannot be reused by another process meanwhile.
+    Returns both captures, whether the timeout struck, and the exit code. The program's group is
+    killed before it is reaped, so its id cannot have been reused by then.
     """
-    assert process.stdout is not None and process.stderr is not None
     out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
-    captures = {process.stdout.fileno(): out, process.stderr.fileno(): err}
+    captures = {stdout: out, stderr: err}
     deadline = started + limits.timeout_seconds
     timed_out = exited = False
     pipe_deadline = math.inf
     selector = selectors.DefaultSelector()
-    pidfd = _open_pidfd(process.pid)
+    exit_fd = program.exit_fd
     try:
-        for stream in (process.stdout, process.stderr):
-            os.set_blocking(stream.fileno(), False)
-            selector.register(stream, selectors.EVENT_READ)
-        if pidfd is not None:
+        for fd in (stdout, stderr):
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        if exit_fd is not None:
             # Readable once the program exits: the select below wakes at once instead of polling.
-            selector.register(pidfd, selectors.EVENT_READ)
-        while any(fd != pidfd for fd in selector.get_map()):
+            selector.register(exit_fd, selectors.EVENT_READ)
+        while any(fd != exit_fd for fd in selector.get_map()):
             now = time.monotonic()
             if not timed_out and now >= deadline:
                 timed_out = True
-                _kill_group(process.pid)
-            if not exited and _has_exited(process.pid):
+                program.kill()
+            if not exited and program.has_exited():
                 exited = True
-                _kill_group(process.pid)  # background children holding the pipes open
+                program.kill()  # background children holding the pipes open
                 pipe_deadline = now + _PIPE_GRACE_SECONDS
-                if pidfd is not None:
-                    selector.unregister(pidfd)  # stays readable: it would spin the loop
+                if exit_fd is not None:
+                    selector.unregister(exit_fd)  # stays readable: it would spin the loop
             if now >= pipe_deadline:
                 break  # a child that left the group with its own setsid keeps them open: abandon it
             for key, _ in selector.select(timeout=min(0.1, max(0.01, deadline - now))):
                 fd = key.fd
-                if fd == pidfd:
+                if fd == exit_fd:
                     continue  # handled at the top of the loop
                 try:
                     data = os.read(fd, _READ_CHUNK)
@@ -509,31 +631,43 @@ def _collect(
                 if data:
                     captures[fd].add(data)
                 else:
-                    selector.unregister(key.fileobj)
+                    selector.unregister(fd)
         # The pipes are closed, but the program may run on without them until the deadline. (Pipes
         # usually close a moment before the exit can be waited for, so this is reached every time.)
         pause = 0.0005
-        while not _has_exited(process.pid):
+        while not program.has_exited():
             now = time.monotonic()
             if not timed_out and now >= deadline:
                 timed_out = True
-                _kill_group(process.pid)
+                program.kill()
             wait = max(0.0, deadline - now) if not timed_out else 0.02
-            if pidfd is not None:
-                select.select([pidfd], [], [], min(wait, 1.0))
+            if exit_fd is not None:
+                select.select([exit_fd], [], [], min(wait, 1.0))
             else:
                 time.sleep(min(pause, wait or pause))
                 pause = min(pause * 2, 0.02)
     finally:
         selector.close()
-        if pidfd is not None:
-            os.close(pidfd)
-        _kill_group(process.pid)
-        groups.discard(process.pid)  # before reaping: from then on the pid may be reused
-        process.wait()
-        process.stdout.close()
-        process.stderr.close()
-    return out, err, timed_out
+        program.kill()
+        groups.discard(program)  # before reaping: from then on the pid may be reused
+        exit_code = program.wait()
+        program.close()
+        os.close(stdout)
+        os.close(stderr)
+    return out, err, timed_out, exit_code
+
+
+_DEVNULL: int | None = None
+_DEVNULL_LOCK = threading.Lock()
+
+
+def _devnull() -> int:
+    """A descriptor of ``/dev/null`` for programs given no input (opened once per process)."""
+    global _DEVNULL
+    with _DEVNULL_LOCK:
+        if _DEVNULL is None:
+            _DEVNULL = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return _DEVNULL
 
 
 def _open_pidfd(pid: int) -> int | None:

@@ -1,0 +1,229 @@
+"""The worker's side of the fork servers (:mod:`librarian.runtime.forkserver_process`).
+
+A :class:`ForkServer` serves one limit profile: its process lives under those limits and every program
+it starts inherits them. :class:`ForkServers` keeps one per profile in use (a few at most), starts
+each on first use and again when it died, and retires one whose own CPU time nears its CPU limit (the
+server lives under the tasks' ``RLIMIT_CPU`` too). Spawns from several threads share a server's control
+socket under a lock; each run has its own reply socket, so no answer reaches the wrong thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+_SERVER = Path(__file__).with_name("forkserver_process.py")
+_REPLY_BYTES = 4096
+# Limit profiles with a server at once; the least recently used one retires beyond that.
+_MAX_SERVERS = 4
+# A server retires once its own CPU time passes this share of its CPU limit.
+_CPU_SHARE_BEFORE_RETIRING = 0.5
+
+Limits = tuple[tuple[int, int, int], ...]
+
+
+class ForkServerError(OSError):
+    """The fork server could not start the program (the errno, when there is one, is the exec's)."""
+
+
+class ServedProgram:
+    """A program a fork server started: ``pid`` (also its process group), its exit, ``kill``."""
+
+    def __init__(self, pid: int, reply: socket.socket) -> None:
+        self.pid = pid
+        self._reply = reply
+        self.returncode: int | None = None
+
+    @property
+    def exit_fd(self) -> int:
+        """Readable once the program has exited (and its group was killed and it was reaped)."""
+        return self._reply.fileno()
+
+    def has_exited(self) -> bool:
+        """Whether the exit has been reported, reading the report if it is waiting (never blocks)."""
+        if self.returncode is None:
+            self._read_exit(blocking=False)
+        return self.returncode is not None
+
+    def kill(self) -> None:
+        """SIGKILL the program's group; the server does it, and it alone reaps, so never a reused pid."""
+        if self.returncode is None:
+            with contextlib.suppress(OSError):  # the server is gone, and killed its programs first
+                self._reply.send(b"kill")
+
+    def wait(self) -> int:
+        """Block until the exit is reported; the exit code (``-N``: killed by signal N)."""
+        while self.returncode is None:
+            self._read_exit(blocking=True)
+        return self.returncode
+
+    def close(self) -> None:
+        """Release the reply socket (the server kills the group if the program still runs)."""
+        self._reply.close()
+
+    def _read_exit(self, *, blocking: bool) -> None:
+        try:
+            data = self._reply.recv(_REPLY_BYTES, 0 if blocking else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self.returncode = int(json.loads(data)["exit"])
+            return
+        # No answer: the server died (killed from outside) and the program was orphaned. Its group
+        # is killed from here, best effort: just now it cannot have been reaped and reused yet.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.returncode = -signal.SIGKILL
+
+
+class ForkServer:
+    """One fork server process and the limits it lives under."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self._cpu_limit = next((soft for which, soft, _ in limits if which == resource.RLIMIT_CPU), None)
+        self._lock = threading.Lock()
+        self._control: socket.socket | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self.retiring = False
+
+    def spawn(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: int, stdout: int, stderr: int
+    ) -> ServedProgram:
+        """Start ``argv`` in its own session, under this server's limits.
+
+        Raises:
+            ForkServerError: the program could not be started (the fork server's report).
+            OSError: the fork server could not be started or reached.
+        """
+        request = json.dumps({"argv": list(argv), "cwd": str(cwd), "env": dict(env)}).encode()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock:
+                self._send(request, [stdin, stdout, stderr, theirs.fileno()])
+            theirs.close()
+            answer = mine.recv(_REPLY_BYTES)
+            if not answer:
+                raise OSError("the fork server stopped before starting the program")
+            reply: dict[str, Any] = json.loads(answer)
+            if "error" in reply:
+                raise ForkServerError(reply.get("errno") or 0, reply["error"])
+        except BaseException:
+            theirs.close()
+            mine.close()
+            raise
+        if self._cpu_limit is not None and reply["cpu"] > self._cpu_limit * _CPU_SHARE_BEFORE_RETIRING:
+            self.retire()
+        return ServedProgram(int(reply["pid"]), mine)
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's pid, or ``None`` before it starts (or once it retired)."""
+        process = self._process
+        return process.pid if process is not None else None
+
+    def retire(self) -> None:
+        """Start nothing more here; the process exits once its programs have ended."""
+        with self._lock:
+            self.retiring = True
+            control, self._control, self._process = self._control, None, None
+        if control is not None:
+            with contextlib.suppress(OSError):
+                socket.send_fds(control, [json.dumps({"retire": True}).encode()], [])
+            control.close()  # after the retire message: the server drains instead of killing
+
+    def close(self) -> None:
+        """Stop the server now: it kills whatever it still runs."""
+        with self._lock:
+            control, self._control = self._control, None
+            process, self._process = self._process, None
+        if control is not None:
+            control.close()
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(5)
+
+    def _send(self, request: bytes, fds: list[int]) -> None:
+        """Send one request, starting (or restarting) the server when needed; called under the lock."""
+        for attempt in (1, 2):
+            if self._control is None or (self._process is not None and self._process.poll() is not None):
+                self._start()
+            assert self._control is not None
+            try:
+                socket.send_fds(self._control, [request], fds)
+                return
+            except OSError:
+                if attempt == 2:
+                    raise
+                self._control = None  # the server died: start another and send again
+
+    def _start(self) -> None:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            # -I -S: none of the worker's Python environment; only the descriptor is passed down.
+            self._process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(_SERVER), str(theirs.fileno()), json.dumps(self.limits)],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                env={"PATH": os.defpath},
+                close_fds=True,
+            )
+        finally:
+            theirs.close()
+        self._control = mine
+
+
+class ForkServers:
+    """The fork servers of one sandbox: one per limit profile in use, at most a few at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._servers: OrderedDict[Limits, ForkServer] = OrderedDict()
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        limits: Limits,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdin: int,
+        stdout: int,
+        stderr: int,
+    ) -> ServedProgram:
+        """Start ``argv`` through the server of ``limits`` (see :meth:`ForkServer.spawn`)."""
+        with self._lock:
+            server = self._servers.get(limits)
+            if server is None or server.retiring:
+                server = self._servers[limits] = ForkServer(limits)
+            self._servers.move_to_end(limits)
+            while len(self._servers) > _MAX_SERVERS:
+                _, oldest = self._servers.popitem(last=False)
+                oldest.retire()
+        return server.spawn(argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr)
+
+    def server_pids(self) -> list[int]:
+        """The pids of the servers running now, least recently used first."""
+        with self._lock:
+            servers = list(self._servers.values())
+        return [pid for server in servers if (pid := server.pid) is not None]
+
+    def close(self) -> None:
+        """Stop every server; each kills what it still runs."""
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), OrderedDict()
+        for server in servers:
+            server.close()

@@ -1,0 +1,135 @@
+"""Fork servers: one per limit profile, restarted when killed, retired without losing a running program."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from librarian.runtime import forkserver
+from librarian.runtime.forkserver import ForkServerError, ForkServers, Limits, ServedProgram
+from librarian.runtime.sandbox import FORKSERVER_AVAILABLE
+from tests.processes import process_gone, wait_for
+
+pytestmark = pytest.mark.skipif(not FORKSERVER_AVAILABLE, reason="the fork server needs Linux 5.3+")
+
+MiB = 1024 * 1024
+
+
+def profile(memory_mb: int, cpu_seconds: int = 600) -> Limits:
+    memory = memory_mb * MiB
+    return (
+        (resource.RLIMIT_AS, memory, memory),
+        (resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1),
+    )
+
+
+@pytest.fixture
+def servers() -> Iterator[ForkServers]:
+    pool = ForkServers()
+    yield pool
+    pool.close()
+
+
+def run(servers: ForkServers, argv: list[str], limits: Limits, cwd: Path) -> tuple[int, str]:
+    """Run ``argv`` to its end through ``servers``: exit code and stdout."""
+    program, output = start(servers, argv, limits, cwd)
+    code = program.wait()
+    program.close()
+    with os.fdopen(output, "rb") as reader:
+        return code, reader.read().decode()
+
+
+def start(servers: ForkServers, argv: list[str], limits: Limits, cwd: Path) -> tuple[ServedProgram, int]:
+    """Start ``argv``; the program and the read end of its stdout."""
+    read, write = os.pipe()
+    with open(os.devnull, "rb") as devnull:
+        try:
+            program = servers.spawn(
+                argv,
+                limits=limits,
+                cwd=cwd,
+                env={"PATH": os.defpath},
+                stdin=devnull.fileno(),
+                stdout=write,
+                stderr=write,
+            )
+        finally:
+            os.close(write)
+    return program, read
+
+
+def test_each_limit_profile_gets_a_server_of_its_own_and_at_most_four_live(
+    servers: ForkServers, tmp_path: Path
+) -> None:
+    for memory_mb in (200, 300, 400, 500, 600):
+        code, limits = run(servers, ["cat", "/proc/self/limits"], profile(memory_mb), tmp_path)
+        address_space = next(line for line in limits.splitlines() if line.startswith("Max address space"))
+        assert code == 0 and address_space[26:].split()[:2] == [str(memory_mb * MiB)] * 2
+    assert len(servers.server_pids()) == 4  # the 200 MiB one was retired
+    code, _ = run(servers, ["true"], profile(600), tmp_path)
+    assert code == 0 and len(servers.server_pids()) == 4  # reused, not a fifth
+
+
+def test_a_killed_server_is_replaced_and_its_orphan_killed(servers: ForkServers, tmp_path: Path) -> None:
+    program, output = start(servers, ["sh", "-c", "echo $$; exec sleep 60"], profile(256), tmp_path)
+    with os.fdopen(output, "rb") as reader:
+        pid = int(reader.readline())
+        [server] = servers.server_pids()
+        os.kill(server, signal.SIGKILL)
+        assert program.wait() == -signal.SIGKILL
+    program.close()
+    assert wait_for(lambda: process_gone(pid), 5.0), "the orphaned program outlived its server"
+    code, text = run(servers, ["echo", "again"], profile(256), tmp_path)
+    assert (code, text) == (0, "again\n")
+    assert servers.server_pids() != [server]
+
+
+def test_a_retired_server_finishes_its_running_program_then_exits(
+    servers: ForkServers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long_run, output = start(servers, ["sh", "-c", "sleep 0.5; echo done"], profile(256), tmp_path)
+    [first] = servers.server_pids()
+    # Any CPU time at all now counts as near the limit: the next spawn retires this server.
+    monkeypatch.setattr(forkserver, "_CPU_SHARE_BEFORE_RETIRING", 0.0)
+    code, _ = run(servers, ["true"], profile(256), tmp_path)
+    assert code == 0 and servers.server_pids() == []  # retired after starting it
+    assert long_run.wait() == 0
+    long_run.close()
+    with os.fdopen(output, "rb") as reader:
+        assert reader.read() == b"done\n"
+    assert wait_for(lambda: process_gone(first), 5.0), "the retired server did not exit"
+    monkeypatch.setattr(forkserver, "_CPU_SHARE_BEFORE_RETIRING", 0.5)
+    assert run(servers, ["true"], profile(256), tmp_path)[0] == 0
+    assert servers.server_pids() not in ([], [first])
+
+
+def test_a_program_that_cannot_start_is_reported_with_its_errno(servers: ForkServers, tmp_path: Path) -> None:
+    with pytest.raises(ForkServerError) as raised:
+        start(servers, ["./not-here"], profile(256), tmp_path)
+    assert raised.value.errno == 2  # ENOENT, from the exec in the server
+    assert run(servers, ["true"], profile(256), tmp_path)[0] == 0  # the server carries on
+
+
+def test_closing_the_servers_kills_what_they_run(servers: ForkServers, tmp_path: Path) -> None:
+    program, output = start(servers, ["sh", "-c", "echo $$; exec sleep 60"], profile(256), tmp_path)
+    with os.fdopen(output, "rb") as reader:
+        pid = int(reader.readline())
+    servers.close()
+    assert wait_for(lambda: process_gone(pid), 5.0), "a program outlived the closed fork server"
+    assert program.wait() == -signal.SIGKILL
+    program.close()
+
+
+def test_a_stray_connection_without_descriptors_is_ignored(servers: ForkServers, tmp_path: Path) -> None:
+    # A request must carry the program's descriptors; one without is dropped, not fatal to the server.
+    assert run(servers, ["true"], profile(256), tmp_path)[0] == 0
+    server = next(iter(servers._servers.values()))
+    assert server._control is not None
+    socket.send_fds(server._control, [b'{"argv": ["true"]}'], [])
+    assert run(servers, ["echo", "fine"], profile(256), tmp_path) == (0, "fine\n")
