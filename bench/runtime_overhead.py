@@ -214,6 +214,7 @@ class Cluster:
     # "split": an orchestrator, an evaluator and ``workers`` executor processes; "single": one
     # ``librarian worker --role all`` process (the default deployment) with ``executor_threads``.
     layout: str = "split"
+    launcher: str = "auto"
     queues: tuple[str, str] = field(default_factory=lambda: _queue_names())
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -247,6 +248,8 @@ class Cluster:
                 str(self.evaluators),
                 "--executor-threads",
                 str(self.executor_threads),
+                "--launcher",
+                self.launcher,
             ]
             with log.open("ab") as sink:
                 self.processes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink))
@@ -298,7 +301,11 @@ def run_worker(args: argparse.Namespace) -> None:
     from librarian.storage.database import open_database
 
     settings = Settings(
-        home=args.home, database_url=args.database_url, broker_url=args.broker_url, runtime_workers=1
+        home=args.home,
+        database_url=args.database_url,
+        broker_url=args.broker_url,
+        runtime_workers=1,
+        runtime_sandbox_launcher=args.launcher,
     )
     engine, sessions = open_database(settings.resolved_database_url)
     broker = RabbitMQBroker(args.broker_url, dispatch_queue=args.queues[0], results_queue=args.queues[1])
@@ -356,10 +363,16 @@ def bench(args: argparse.Namespace, database_url: str | None) -> dict[str, Any]:
                 args.evaluators,
                 args.executor_threads,
                 args.layout,
+                args.launcher,
             )
             cluster.start()
         else:
-            settings = Settings(home=home, database_url=database_url, runtime_workers=args.workers)
+            settings = Settings(
+                home=home,
+                database_url=database_url,
+                runtime_workers=args.workers,
+                runtime_sandbox_launcher=args.launcher,
+            )
             runtime = Runtime(settings)
         try:
             measure_independent(runtime, 20, args.timeout)  # warm-up: connections, consumers, caches
@@ -404,6 +417,12 @@ def main() -> None:
         "--evaluators", type=int, default=1, help="evaluator threads (distributed mode; default 1)"
     )
     parser.add_argument(
+        "--launcher",
+        choices=["auto", "forkserver", "prlimit", "python"],
+        default="auto",
+        help="the sandbox launcher of the executors (runtime_sandbox_launcher)",
+    )
+    parser.add_argument(
         "--layout",
         choices=["split", "single"],
         default="split",
@@ -443,6 +462,7 @@ def main() -> None:
         "workers": args.workers,
         "executor_threads": args.executor_threads,
         "layout": args.layout,
+        "launcher": args.launcher,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "cpus": os.cpu_count(),
         "load_before": [round(value, 2) for value in load_before],

@@ -190,6 +190,13 @@ class Settings(BaseSettings):
     runtime_task_output_bytes: int = Field(
         default=1_000_000, ge=1024, description="Stdout and stderr kept per task; the rest is cut."
     )
+    runtime_sandbox_launcher: Literal["auto", "forkserver", "prlimit", "python"] = Field(
+        default="auto",
+        description=(
+            "What sets a task's resource limits before it starts: a fork server living under them "
+            "(Linux 5.3+), util-linux prlimit, or a Python wrapper; auto takes the first available."
+        ),
+    )
     runtime_lease_seconds: float = Field(
         default=120.0, gt=0, description="A dispatched task whose lease expires is dispatched again."
     )

@@ -352,13 +352,13 @@ class EnvironmentManager:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EnvironmentManager:
-        """Workspaces under ``settings.home/workspaces`` and the ``runtime_task_*`` limits."""
+        """Workspaces under ``settings.home/workspaces``, the ``runtime_task_*`` limits and the launcher."""
         limits = SandboxLimits(
             timeout_seconds=settings.runtime_task_timeout_seconds,
             memory_mb=settings.runtime_task_memory_mb,
             output_bytes=settings.runtime_task_output_bytes,
         )
-        return cls(settings.home / "workspaces", limits=limits)
+        return cls(settings.home / "workspaces", limits=limits, launcher=settings.runtime_sandbox_launcher)
 
     def workspace_for(self, workflow_id: str) -> Workspace:
         """Create (if needed) and return the workspace of ``workflow_id``.
