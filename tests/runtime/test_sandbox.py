@@ -61,15 +61,17 @@ def test_workflow_ids_that_could_traverse_are_refused(manager: EnvironmentManage
     assert not (manager.root.parent / "escape").exists()
 
 
-def test_from_settings_uses_home_and_the_runtime_limits(tmp_path: Path) -> None:
+def test_from_settings_uses_home_the_runtime_limits_and_the_launcher(tmp_path: Path) -> None:
     settings = Settings(
         home=tmp_path,
         runtime_task_timeout_seconds=7,
         runtime_task_memory_mb=300,
         runtime_task_output_bytes=4096,
+        runtime_sandbox_launcher="python",
     )
     manager = EnvironmentManager.from_settings(settings)
     assert manager.root == (tmp_path / "workspaces").resolve()
+    assert manager.launcher == "python"
     assert (manager.limits.timeout_seconds, manager.limits.memory_mb, manager.limits.output_bytes) == (
         7,
         300,
