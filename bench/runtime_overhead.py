@@ -170,11 +170,11 @@ def measure_sandbox(runs: int = 200) -> dict[str, Any]:
     """``EnvironmentManager.run(["true"])`` alone, after a warm-up, with each available launcher."""
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as root:
-        launchers: tuple[Launcher, ...] = ("prlimit", "python")
+        launchers: tuple[Launcher, ...] = ("forkserver", "prlimit", "python")
         for launcher in launchers:
             try:
                 manager = EnvironmentManager(Path(root), launcher=launcher)
-            except InvalidInputError:  # no prlimit on this machine
+            except InvalidInputError:  # no prlimit, or no pidfd for a fork server, on this machine
                 continue
             workspace = manager.workspace_for("bench")
             samples = []
@@ -183,6 +183,7 @@ def measure_sandbox(runs: int = 200) -> dict[str, Any]:
                 manager.run(["true"], workspace)
                 if index >= 10:
                     samples.append(time.perf_counter() - began)
+            manager.shutdown()
             figures[launcher] = percentiles(samples)
     return figures
 

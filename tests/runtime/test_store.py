@@ -256,6 +256,41 @@ def test_a_pass_dispatches_each_ready_task_once_when_two_orchestrators_race(data
     assert dispatched == [("orch-1", "pending", "dispatched", reason, {"attempt": 1})] * 3
 
 
+def test_only_results_that_give_the_orchestrator_work_wake_it(database_url: str) -> None:
+    _, sessions = open_database(database_url)
+    builder = WorkflowBuilder("fan", goal="three at once")
+    for key in ("a", "b", "c"):
+        builder.task(key, "command_executor", {"argv": ["true"]})
+    with sessions.begin() as session:
+        fan_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+        chain_id = store.create_workflow(session, two_step_spec(), actor="test").workflow_id
+        solo = WorkflowBuilder("solo", goal="one").task("only", "command_executor", {"argv": ["true"]})
+        solo_id = store.create_workflow(session, solo.build(), actor="test").workflow_id
+        messages = attempts.dispatch_ready(
+            session, attempts.ready_tasks(session), owner="o", lease_seconds=30
+        )
+    fan = sorted((m for m in messages if m.workflow_id == str(fan_id)), key=lambda m: m.description)
+    [first] = [m for m in messages if m.workflow_id == str(chain_id)]
+    [only] = [m for m in messages if m.workflow_id == str(solo_id)]
+    success = Evaluation(
+        TaskStatus.SUCCESS, 1.0, {"status": "success", "notes": "ok", "stdout": "", "stderr": ""}
+    )
+    failure = Evaluation(TaskStatus.FAILED, -1.0, {"status": "failure", "error_type": "CommandFailedError"})
+
+    def apply(spec: TaskSpec, evaluation: Evaluation) -> bool:
+        with sessions.begin() as session:
+            assert attempts.apply_results(session, [(spec, evaluation)], actor="eval") == [True]
+            workflow_id = uuid.UUID(spec.workflow_id)
+            return attempts.orchestrator_needed(session, [(workflow_id, evaluation)])
+
+    assert apply(first, success)  # "second" waits on it: now it can be dispatched
+    assert not apply(fan[0], success)  # nothing waits on it, and the fan-out is not done
+    assert apply(fan[1], failure)  # a failure is always corrected
+    assert apply(only, success)  # its workflow has wholly succeeded: it can be finished
+    with sessions() as session:
+        assert not attempts.orchestrator_needed(session, [])
+
+
 def test_postgres_event_log_takes_no_lock_on_its_workflow(postgres_url: str) -> None:
     # Revision 0007: appending an event must not check (and lock) the workflow row.
     engine, _ = open_database(postgres_url)

@@ -225,6 +225,22 @@ _DISPATCH_ALL = text(
     bindparam("p_now", type_=_EVENTS.c.at.type), bindparam("p_expires", type_=_TASKS.c.lease_expires_at.type)
 )
 
+# Whether the orchestrator has anything to do after results of these workflows succeeded: a task
+# waiting to be dispatched (its dependencies may now be met), or a workflow now wholly successful.
+# Both read one entry of ix_tasks_workflow_status per workflow.
+_ORCHESTRATOR_NEEDED = select(
+    exists().where(
+        _TASKS.c.workflow_id.in_(bindparam("p_workflows", expanding=True)), _TASKS.c.status.in_(WAITING)
+    )
+    | exists().where(
+        _WORKFLOWS.c.workflow_id.in_(bindparam("p_workflows", expanding=True)),
+        _WORKFLOWS.c.final_status == _RUNNING,
+        ~exists().where(
+            _TASKS.c.workflow_id == _WORKFLOWS.c.workflow_id, _TASKS.c.status != TaskStatus.SUCCESS.value
+        ),
+    )
+)
+
 _EXPIRED = (
     select(_TASKS.c.task_id)
     .join(_WORKFLOWS, _WORKFLOWS.c.workflow_id == _TASKS.c.workflow_id)
@@ -734,6 +750,23 @@ def apply_results(
     for workflow_id, delta in sorted(deltas.items()):
         session.execute(_ADD_REWARD, {"p_workflow_id": workflow_id, "p_delta": delta, "p_now": now})
     return applied
+
+
+def orchestrator_needed(session: Session, applied: Sequence[tuple[uuid.UUID, Evaluation]]) -> bool:
+    """Whether results just applied (``(workflow id, evaluation)``) give the orchestrator work.
+
+    A failure always does (correction). Successes do only when their workflow still has tasks waiting
+    to be dispatched or has now wholly succeeded: the results of a fan-out of independent tasks then
+    wake the orchestrator once, at the end, instead of once per batch. (Two evaluators finishing the
+    last tasks of a workflow at once may each see the other's task unfinished; the orchestrator's idle
+    pass, at most ``idle_seconds`` later, then finishes it.)
+    """
+    if not applied:
+        return False
+    if any(evaluation.status != TaskStatus.SUCCESS for _, evaluation in applied):
+        return True
+    workflows = sorted({workflow_id for workflow_id, _ in applied})
+    return bool(session.scalar(_ORCHESTRATOR_NEEDED, {"p_workflows": workflows}))
 
 
 def _apply_parameters(

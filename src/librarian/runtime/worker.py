@@ -230,15 +230,23 @@ def evaluator_batch_handler(
             return
         with services.sessions.begin() as session:
             states = attempts.task_states(session, [task_id for _, task_id, _ in parsed])
-            results = [
-                (spec, evaluate(spec, result, state.retries, rewards=services.rewards))
+            evaluated = [
+                (spec, state, evaluate(spec, result, state.retries, rewards=services.rewards))
                 for spec, task_id, result in parsed
                 if (state := states.get(task_id)) is not None
             ]
-            applied = any(attempts.apply_results(session, results, actor=name, states=states))
-            if applied and on_applied is None:
+            results = [(spec, evaluation) for spec, _, evaluation in evaluated]
+            flags = attempts.apply_results(session, results, actor=name, states=states)
+            applied = [
+                (state.workflow_id, evaluation)
+                for (_, state, evaluation), won in zip(evaluated, flags, strict=True)
+                if won
+            ]
+            # Only results that can give the orchestrator work wake it (not every one of a fan-out).
+            wake = attempts.orchestrator_needed(session, applied)
+            if wake and on_applied is None:
                 wakeup.notify(session)
-        if applied and on_applied is not None:
+        if wake and on_applied is not None:
             on_applied()
 
     return handle
