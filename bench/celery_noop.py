@@ -31,7 +31,7 @@ from typing import Any
 import celery
 from celery import Celery
 
-from bench.machine_cpu import busy_seconds
+from bench.machine_cpu import busy_seconds, tree_cpu_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 _BROKER = os.environ.get("BENCH_CELERY_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
@@ -94,27 +94,6 @@ def start_workers(
         with log.open("ab") as sink:
             processes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink))
     return processes
-
-
-def tree_cpu_seconds(roots: list[int]) -> float:
-    """CPU time of ``roots`` and all their live descendants, each with the children it reaped."""
-    parents: dict[int, int] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:  # exited meanwhile
-                continue
-            parents[int(entry.name)], stats[int(entry.name)] = int(fields[1]), fields
-    members, frontier = set(roots), list(roots)
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in members]
-        members.update(children)
-        frontier.extend(children)
-    ticks = os.sysconf("SC_CLK_TCK")
-    return sum(sum(int(v) for v in stats[pid][11:15]) for pid in members if pid in stats) / ticks
 
 
 def run_batch(tasks: int, timeout: float) -> float:

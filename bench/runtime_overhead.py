@@ -46,7 +46,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, make_url, select, text
 
-from bench.machine_cpu import busy_seconds
+from bench.machine_cpu import busy_seconds, tree_cpu_seconds
 from librarian.config import Settings
 from librarian.errors import InvalidInputError
 from librarian.runtime.engine import Runtime
@@ -256,10 +256,13 @@ class Cluster:
                 self.processes.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=sink, stderr=sink))
 
     def cpu_seconds(self) -> dict[str, float]:
-        """CPU time used so far by the worker processes and their reaped children, summed per role."""
+        """CPU time used so far by the worker processes and their descendants, summed per role.
+
+        Descendants include each executor's fork servers and the task programs they start.
+        """
         used: dict[str, float] = {}
         for role, process in zip(self.roles, self.processes, strict=True):
-            used[role] = used.get(role, 0.0) + process_cpu_seconds(process.pid)
+            used[role] = used.get(role, 0.0) + tree_cpu_seconds([process.pid])
         return used
 
     def stop(self) -> None:
@@ -280,13 +283,6 @@ class Cluster:
             for queue in self.queues:
                 channel.queue_delete(queue)
             connection.close()
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system time of ``pid`` and of its children it has reaped (a sandboxed task's process)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    # Fields 14-17 of proc(5): utime, stime, cutime, cstime (here 0-based after the command name).
-    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _queue_names() -> tuple[str, str]:
@@ -325,8 +321,8 @@ def cpu_usage(cluster: Cluster | None) -> dict[str, float]:
     """CPU seconds used so far: per worker role in distributed mode, this process when embedded."""
     if cluster is not None:
         return cluster.cpu_seconds()
-    own = os.times()
-    return {"runtime_process": own.user + own.system + own.children_user + own.children_system}
+    # This process, its fork servers and the task programs they started.
+    return {"runtime_process": tree_cpu_seconds([os.getpid()])}
 
 
 @contextlib.contextmanager
