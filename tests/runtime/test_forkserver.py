@@ -7,12 +7,13 @@ import resource
 import signal
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from librarian.runtime import forkserver
-from librarian.runtime.forkserver import ForkServerError, ForkServers, Limits, ServedProgram
+from librarian.runtime.forkserver import ForkServer, ForkServerError, ForkServers, Limits, ServedProgram
 from librarian.runtime.sandbox import FORKSERVER_AVAILABLE
 from tests.processes import process_gone, wait_for
 
@@ -133,3 +134,38 @@ def test_a_stray_connection_without_descriptors_is_ignored(servers: ForkServers,
     assert server._control is not None
     socket.send_fds(server._control, [b'{"argv": ["true"]}'], [])
     assert run(servers, ["echo", "fine"], profile(256), tmp_path) == (0, "fine\n")
+
+
+def test_threads_spawning_under_more_profiles_than_servers_all_get_their_limits(
+    servers: ForkServers, tmp_path: Path
+) -> None:
+    # Six profiles from eight threads: servers are retired under running spawns, none is lost.
+    def limit_of(memory_mb: int) -> str:
+        code, limits = run(servers, ["cat", "/proc/self/limits"], profile(memory_mb), tmp_path)
+        assert code == 0
+        return next(line for line in limits.splitlines() if line.startswith("Max address space"))
+
+    wanted = [200 + 50 * (index % 6) for index in range(48)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        seen = list(pool.map(limit_of, wanted))
+    assert [line[26:].split()[0] for line in seen] == [str(memory_mb * MiB) for memory_mb in wanted]
+    assert len(servers.server_pids()) <= 4
+
+
+def test_a_retired_server_is_never_started_again(tmp_path: Path) -> None:
+    # A thread that picked a server just before another retired it must not revive it: a revived
+    # server belongs to no pool, and closing it later would kill the program it started.
+    server = ForkServer(profile(256))
+    read, write = os.pipe()
+    try:
+        first = server.spawn(["true"], cwd=tmp_path, env={}, stdin=read, stdout=write, stderr=write)
+        assert first.wait() == 0
+        first.close()
+        server.retire()
+        with pytest.raises(Exception) as raised:
+            server.spawn(["true"], cwd=tmp_path, env={}, stdin=read, stdout=write, stderr=write)
+    finally:
+        os.close(read)
+        os.close(write)
+    assert type(raised.value).__name__ == "_RetiredError"
+    assert server.pid is None

@@ -37,6 +37,10 @@ class ForkServerError(OSError):
     """The fork server could not start the program (the errno, when there is one, is the exec's)."""
 
 
+class _RetiredError(Exception):
+    """The server was retired after it was picked for a spawn: the pool picks another."""
+
+
 class ServedProgram:
     """A program a fork server started: ``pid`` (also its process group), its exit, ``kill``."""
 
@@ -158,6 +162,8 @@ class ForkServer:
 
     def _send(self, request: bytes, fds: list[int]) -> None:
         """Send one request, starting (or restarting) the server when needed; called under the lock."""
+        if self.retiring:
+            raise _RetiredError  # starting it again would leave a server no pool knows about
         for attempt in (1, 2):
             if self._control is None or (self._process is not None and self._process.poll() is not None):
                 self._start()
@@ -205,15 +211,19 @@ class ForkServers:
         stderr: int,
     ) -> ServedProgram:
         """Start ``argv`` through the server of ``limits`` (see :meth:`ForkServer.spawn`)."""
-        with self._lock:
-            server = self._servers.get(limits)
-            if server is None or server.retiring:
-                server = self._servers[limits] = ForkServer(limits)
-            self._servers.move_to_end(limits)
-            while len(self._servers) > _MAX_SERVERS:
-                _, oldest = self._servers.popitem(last=False)
-                oldest.retire()
-        return server.spawn(argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr)
+        while True:
+            with self._lock:
+                server = self._servers.get(limits)
+                if server is None or server.retiring:
+                    server = self._servers[limits] = ForkServer(limits)
+                self._servers.move_to_end(limits)
+                while len(self._servers) > _MAX_SERVERS:
+                    _, oldest = self._servers.popitem(last=False)
+                    oldest.retire()
+            try:
+                return server.spawn(argv, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr)
+            except _RetiredError:
+                continue  # another thread's spawn retired it meanwhile
 
     def server_pids(self) -> list[int]:
         """The pids of the servers running now, least recently used first."""
