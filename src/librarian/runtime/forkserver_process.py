@@ -4,7 +4,7 @@ Run as ``python -I -S forkserver_process.py FD LIMITS`` by
 :class:`librarian.runtime.forkserver.ForkServer`, so it imports the standard library only. It first
 sets ``LIMITS`` (a JSON list of ``[resource, soft, hard]``) on itself, with hard limits it can never
 raise again; every program it starts inherits them. So nothing runs between ``fork`` and ``exec``
-(``subprocess`` uses ``vfork``), and no launcher program is ``exec``\\ ed first: a no-op task costs about
+(``subprocess`` uses ``vfork``), and no launcher program is executed first: a no-op task costs about
 a millisecond of CPU less than through ``prlimit``. The server is single-threaded and serves one limit
 profile; a worker keeps one per profile in use.
 

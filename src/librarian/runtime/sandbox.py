@@ -12,13 +12,18 @@ Every command and code task runs through :meth:`EnvironmentManager.run`:
   hook), so no background child outlives its task and no task outlives its worker;
 - stdout and stderr keep their first ``output_bytes`` bytes each and say when the rest was cut.
 
-The limits are applied by a launcher that calls ``setrlimit`` on itself and then ``exec``s the program,
-rather than by ``preexec_fn``: executors run in worker threads, and ``preexec_fn`` is not safe in a
-threaded parent (the child can deadlock before ``exec``). The launcher is util-linux's ``prlimit``
-when the machine has it (a C program: about 1 ms to start) and otherwise a tiny Python wrapper
-(about 10 ms: a second interpreter start), which dominated the overhead of a short task. The exit of
-the program is noticed through a pidfd (Linux 5.3+) rather than by polling, so a task that ends is
-reported at once.
+The limits are applied before the program starts, never by ``preexec_fn`` in the worker: executors run
+in worker threads, and ``preexec_fn`` is not safe in a threaded parent (the child can deadlock before
+``exec``). Three launchers do it (``launcher``; ``auto`` takes the first available):
+
+- ``forkserver`` (:mod:`librarian.runtime.forkserver`): a single-threaded helper process per limit
+  profile sets the limits on itself and starts each program with ``vfork`` and ``exec``, so the
+  program inherits them and no launcher program runs first (about 1.5 ms per no-op run);
+- ``prlimit``: util-linux's ``prlimit`` sets them, then execs the program (about 2.5 ms);
+- ``python``: a tiny Python wrapper does the same (about 10 ms more: a second interpreter start).
+
+The exit of the program is noticed through a pidfd (Linux 5.3+), or the fork server's report, rather
+than by polling, so a task that ends is reported at once.
 """
 
 from __future__ import annotations
@@ -270,12 +275,12 @@ class EnvironmentManager:
             installed with Librarian, such as ``aws``, live) followed by the worker's ``PATH``.
         passthrough: names of worker variables copied into every run when set. Names that look like
             credentials are refused, so a configuration mistake cannot leak them.
-        launcher: what sets the limits before the program starts: ``prlimit`` (util-linux), the
-            ``python`` wrapper, or ``auto`` (``prlimit`` when installed, else ``python``).
+        launcher: what sets the limits before the program starts: the ``forkserver`` (Linux 5.3+),
+            ``prlimit`` (util-linux), the ``python`` wrapper, or ``auto`` (the first available).
 
     Raises:
         InvalidInputError: a passthrough name looks like a credential or is not a variable name, or
-            ``launcher="prlimit"`` on a machine without it.
+            ``launcher="prlimit"`` (or ``"forkserver"``) on a machine without it.
     """
 
     def __init__(
