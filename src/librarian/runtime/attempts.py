@@ -45,6 +45,7 @@ from librarian.runtime.store import (
     WAITING,
     add_strategy_reward,
     as_uuid,
+    event_row,
     get_workflow,
     idempotency_key,
     record_event,
@@ -431,7 +432,7 @@ def dispatch(
     rows = []
     if task.status == TaskStatus.PAUSED.value:
         rows.append(
-            _event(
+            event_row(
                 task.workflow_id,
                 task.task_id,
                 "resumed",
@@ -443,7 +444,7 @@ def dispatch(
             )
         )
     rows.append(
-        _event(
+        event_row(
             task.workflow_id,
             task.task_id,
             "dispatched",
@@ -571,7 +572,7 @@ def mark_in_progress(session: Session, spec: TaskSpec, *, worker: str, lease_sec
         claimed = session.execute(_CLAIM, params).first()
         if claimed is not None:
             started = TaskStatus.DISPATCHED.value, TaskStatus.IN_PROGRESS.value
-            row = _event(
+            row = event_row(
                 claimed.workflow_id,
                 params["p_task_id"],
                 "started",
@@ -695,7 +696,7 @@ def apply_results(
         if not won:
             current = task_state(session, task_id) or state
             rows.append(
-                _event(
+                event_row(
                     state.workflow_id,
                     task_id,
                     "stale_result_ignored",
@@ -712,7 +713,7 @@ def apply_results(
         if not set_based:
             event = _applied_event(spec, evaluation, state)
             rows.append(
-                _event(
+                event_row(
                     state.workflow_id,
                     task_id,
                     "result_applied",
@@ -727,7 +728,7 @@ def apply_results(
         if state.correction_strategy and state.error_category:
             add_strategy_reward(session, state.error_category, state.correction_strategy, evaluation.reward)
             rows.append(
-                _event(
+                event_row(
                     state.workflow_id,
                     task_id,
                     "strategy_rewarded",
@@ -818,27 +819,3 @@ def _apply_all(
         )
     applied = session.execute(_APPLY_ALL, {"p_rows": json.dumps(rows), "p_now": now, "p_actor": actor})
     return {as_uuid(task_id, "task id") for task_id in applied.scalars()}
-
-
-def _event(
-    workflow_id: uuid.UUID,
-    task_id: uuid.UUID | None,
-    kind: str,
-    actor: str,
-    reason: str,
-    from_status: str | None,
-    to_status: str | None,
-    at: datetime,
-    data: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    return {
-        "workflow_id": workflow_id,
-        "task_id": task_id,
-        "kind": kind,
-        "actor": actor,
-        "reason": reason,
-        "from_status": from_status,
-        "to_status": to_status,
-        "at": at,
-        "data": data or {},
-    }

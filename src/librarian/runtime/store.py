@@ -70,35 +70,24 @@ def record_event(
     data: dict[str, Any] | None = None,
 ) -> None:
     """Append one entry to the event log."""
-    row = _event_row(
-        workflow_id,
-        task_id,
-        kind=kind,
-        actor=actor,
-        reason=reason,
-        from_status=from_status,
-        to_status=to_status,
-        at=utcnow(),
-        data=data,
-    )
+    row = event_row(workflow_id, task_id, kind, actor, reason, from_status, to_status, data=data)
     # Pending ORM changes go first, so the log's ids keep the order things happened in.
     session.flush()
     session.execute(insert(TaskEvent), [row])
 
 
-def _event_row(
+def event_row(
     workflow_id: uuid.UUID,
     task_id: uuid.UUID | None,
-    *,
     kind: str,
     actor: str,
     reason: str,
-    at: datetime,
     from_status: str | None = None,
     to_status: str | None = None,
+    at: datetime | None = None,
     data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One event-log entry as the columns of :class:`TaskEvent`."""
+    """One event-log entry as the columns of :class:`TaskEvent` (``at`` defaults to now), to insert."""
     return {
         "workflow_id": workflow_id,
         "task_id": task_id,
@@ -108,7 +97,7 @@ def _event_row(
         "from_status": from_status,
         "to_status": to_status,
         "data": data or {},
-        "at": at,
+        "at": at or utcnow(),
     }
 
 
@@ -206,7 +195,7 @@ def create_workflow(session: Session, spec: WorkflowSpec, *, actor: str) -> Work
         }
         for order, definition in enumerate(spec.tasks)
     ]
-    submitted = _event_row(
+    submitted = event_row(
         workflow.workflow_id,
         None,
         kind="workflow_submitted",
@@ -216,7 +205,7 @@ def create_workflow(session: Session, spec: WorkflowSpec, *, actor: str) -> Work
         at=now,
     )
     created = [
-        _event_row(
+        event_row(
             workflow.workflow_id,
             ids[definition.id],
             kind="task_created",
