@@ -82,6 +82,14 @@ def test_postgres_uses_uuid_array_and_jsonb_with_the_indexes(postgres_url: str) 
     assert [task.task_key for task in ready] == ["first"]
 
 
+def fan_spec() -> WorkflowSpec:
+    """Three independent no-op tasks, ``a``, ``b`` and ``c``."""
+    builder = WorkflowBuilder("fan", goal="three at once")
+    for key in ("a", "b", "c"):
+        builder.task(key, "command_executor", {"argv": ["true"]})
+    return builder.build()
+
+
 def sqlite_sessions(tmp_path: Path) -> sessionmaker[Session]:
     _, sessions = open_database(f"sqlite:///{tmp_path / 'runtime.db'}")
     return sessions
@@ -228,11 +236,8 @@ def test_a_batch_applies_current_results_and_logs_stale_ones_the_same_on_both_da
 def test_a_pass_dispatches_each_ready_task_once_when_two_orchestrators_race(database_url: str) -> None:
     # On PostgreSQL a pass's pending tasks are leased by one statement, each still a compare-and-set.
     _, sessions = open_database(database_url)
-    builder = WorkflowBuilder("fan", goal="three at once")
-    for key in ("a", "b", "c"):
-        builder.task(key, "command_executor", {"argv": ["true"]})
     with sessions.begin() as session:
-        workflow_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+        workflow_id = store.create_workflow(session, fan_spec(), actor="test").workflow_id
     with sessions() as one, sessions() as two:
         ready_one = attempts.ready_tasks(one)
         ready_two = attempts.ready_tasks(two)  # both saw every task pending
@@ -258,11 +263,8 @@ def test_a_pass_dispatches_each_ready_task_once_when_two_orchestrators_race(data
 
 def test_only_results_that_give_the_orchestrator_work_wake_it(database_url: str) -> None:
     _, sessions = open_database(database_url)
-    builder = WorkflowBuilder("fan", goal="three at once")
-    for key in ("a", "b", "c"):
-        builder.task(key, "command_executor", {"argv": ["true"]})
     with sessions.begin() as session:
-        fan_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+        fan_id = store.create_workflow(session, fan_spec(), actor="test").workflow_id
         chain_id = store.create_workflow(session, two_step_spec(), actor="test").workflow_id
         solo = WorkflowBuilder("solo", goal="one").task("only", "command_executor", {"argv": ["true"]})
         solo_id = store.create_workflow(session, solo.build(), actor="test").workflow_id
