@@ -107,3 +107,33 @@ def test_a_claim_survives_its_kept_connection_being_killed(
     assert killed >= 1
     assert "connection lost; retrying" in caplog.text  # the kept connection was the one killed
     assert claimed and task is not None and task.status == TaskStatus.IN_PROGRESS.value
+
+
+@pytest.mark.postgres
+def test_a_claim_retried_after_a_lost_answer_is_still_the_claimers(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The claim committed, then the connection died before its answer came back: the retry finds the
+    # attempt already held by this worker and reports it claimed, not superseded.
+    engine, sessions = open_database(postgres_url)
+    claims = Claims(sessions, lease_seconds=30)
+    workflow_id, spec = dispatched(sessions)
+    assert claims.claim(spec, worker="exec")  # what the first try did before the answer was lost
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'"
+            )
+        )
+
+    again = claims.claim(spec, worker="exec")
+    other = claims.claim(spec, worker="exec-2")
+
+    with sessions() as session:
+        kinds = [event.kind for event in store.events(session, workflow_id, uuid.UUID(spec.task_id))]
+    claims.close()
+    engine.dispose()
+    assert "connection lost; retrying" in caplog.text
+    assert again and not other
+    assert kinds.count("started") == 1 and kinds[-1] == "stale_dispatch_ignored"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import resource
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -240,3 +241,41 @@ def test_a_short_program_is_reported_promptly(manager: EnvironmentManager, works
     # Exit is noticed through a pidfd (or short polls), not after a fixed 20 ms sleep.
     durations = sorted(manager.run(["true"], workspace).duration_seconds for _ in range(15))
     assert durations[0] < 0.015, durations
+
+
+def test_a_task_gets_the_default_handling_of_sigint_and_sigterm(
+    manager: EnvironmentManager, workspace: Workspace
+) -> None:
+    # An ignored signal stays ignored across exec: a launcher that ignored one would make a task's
+    # `kill PID` (SIGTERM) or Ctrl-C useless.
+    outcome = manager.run(["grep", "SigIgn", "/proc/self/status"], workspace)
+    ignored = int(outcome.stdout.split()[1], 16)
+    assert outcome.exit_code == 0
+    assert not ignored & (1 << (signal.SIGINT - 1)) and not ignored & (1 << (signal.SIGTERM - 1))
+
+
+def test_a_program_that_cannot_be_executed_fails_like_in_a_shell(
+    manager: EnvironmentManager, workspace: Workspace
+) -> None:
+    script = workspace.root / "not-executable.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    outcome = manager.run(["./not-executable.sh"], workspace)
+    assert outcome.exit_code == 126, outcome
+    assert "ermission denied" in outcome.stderr
+
+
+def test_an_argv_too_large_for_a_fork_server_message_still_runs(
+    manager: EnvironmentManager, workspace: Workspace
+) -> None:
+    outcome = manager.run(["printf", "%s", *["x" * 1000] * 300], workspace)  # 300 kB of arguments
+    assert outcome.exit_code == 0, outcome.stderr
+    assert outcome.stdout_bytes == 300_000
+
+
+def test_an_argument_longer_than_the_kernel_allows_is_a_task_failure(
+    manager: EnvironmentManager, workspace: Workspace
+) -> None:
+    outcome = manager.run(["printf", "%s", "x" * 300_000], workspace)  # one argument: 128 KiB at most
+    assert outcome.exit_code == 126
+    assert "Argument list too long" in outcome.stderr

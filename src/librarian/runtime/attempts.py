@@ -35,6 +35,7 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
@@ -123,6 +124,14 @@ _CLAIM = (
         last_update_timestamp=bindparam("p_now"),
     )
     .returning(_TASKS.c.workflow_id)
+)
+
+# Whether ``p_owner`` holds the attempt: what a claim whose answer was lost with its connection left.
+_HELD = select(_TASKS.c.task_id).where(
+    _TASKS.c.task_id == bindparam("p_task_id"),
+    _TASKS.c.attempt == bindparam("p_attempt"),
+    _TASKS.c.status == TaskStatus.IN_PROGRESS.value,
+    _TASKS.c.lease_owner == bindparam("p_owner"),
 )
 
 _RENEW = (
@@ -562,6 +571,12 @@ def claim_parameters(spec: TaskSpec, *, worker: str, lease_seconds: float) -> di
     }
 
 
+def holds_attempt(connection: Connection, spec: TaskSpec, *, worker: str) -> bool:
+    """Whether ``worker`` holds ``spec``'s attempt (claimed, in progress, its lease)."""
+    params = {"p_task_id": as_uuid(spec.task_id, "task id"), "p_attempt": spec.attempt, "p_owner": worker}
+    return connection.execute(_HELD, params).first() is not None
+
+
 def mark_in_progress(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:
     """Claim a dispatched attempt for ``worker``; ``False`` (and an event) when it is no longer current."""
     params = claim_parameters(spec, worker=worker, lease_seconds=lease_seconds)
@@ -676,8 +691,10 @@ def apply_results(
     ids = [as_uuid(spec.task_id, "task id") for spec, _ in results]
     known = dict(states) if states is not None else task_states(session, ids)
     now = utcnow()
-    # Rows are locked in task-id order (then workflows in id order): two evaluators applying
-    # overlapping batches on PostgreSQL then never wait on each other in a cycle.
+    # One by one, rows are locked in task-id order (then workflows in id order), so two evaluators
+    # applying overlapping batches never wait on each other in a cycle. The one statement of a
+    # PostgreSQL batch locks in its plan's order instead; overlapping batches (only redelivered
+    # duplicates) can then deadlock, which PostgreSQL detects: the batch fails and is redelivered.
     order = [i for i in sorted(range(len(ids)), key=lambda i: (ids[i], i)) if ids[i] in known]
     set_based = session.get_bind().dialect.name == "postgresql" and len(set(ids)) == len(ids)
     won_by_statement = _apply_all(session, results, ids, known, order, actor, now) if set_based else set()

@@ -28,14 +28,17 @@ logger = logging.getLogger(__name__)
 
 
 class Claims:
-    """Claims attempts for the executors of one worker (thread-safe; a connection per thread).
+    """Claims attempts for the executors of one worker (thread-safe: a kept connection per claim in flight).
 
     Args:
         sessions: session factory of the runtime database.
         lease_seconds: the lease a claim takes (renewed by the executor's heartbeat).
+        connections: connections kept (PostgreSQL), one per executor thread that claims.
     """
 
-    def __init__(self, sessions: sessionmaker[Session], *, lease_seconds: float) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], *, lease_seconds: float, connections: int = 1
+    ) -> None:
         self._sessions = sessions
         self._lease_seconds = lease_seconds
         self._engine: Engine | None = None
@@ -45,7 +48,11 @@ class Claims:
             # The executor threads' own small pool, never pinged: a broken connection fails its
             # statement, which is then retried on a new one.
             self._engine = create_engine(
-                bind.url, isolation_level="AUTOCOMMIT", pool_size=8, max_overflow=8, pool_pre_ping=False
+                bind.url,
+                isolation_level="AUTOCOMMIT",
+                pool_size=connections,
+                max_overflow=0,
+                pool_pre_ping=False,
             )
 
     def claim(self, spec: TaskSpec, *, worker: str) -> bool:
@@ -78,7 +85,10 @@ class Claims:
             params = attempts.claim_parameters(spec, worker=worker, lease_seconds=self._lease_seconds)
             try:
                 with engine.connect() as connection:
-                    return connection.execute(attempts.CLAIM_AND_LOG, params).first() is not None
+                    if connection.execute(attempts.CLAIM_AND_LOG, params).first() is not None:
+                        return True
+                    # A retry: the first try may have committed before its answer was lost.
+                    return attempt == 2 and attempts.holds_attempt(connection, spec, worker=worker)
             except DBAPIError as exc:
                 # The pool has dropped the dead connection (and its idle siblings): retry once on a
                 # new one. Anything else, or a second failure, is the caller's to handle.

@@ -10,6 +10,7 @@ socket under a lock; each run has its own reply socket, so no answer reaches the
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -25,6 +26,11 @@ from typing import Any
 
 _SERVER = Path(__file__).with_name("forkserver_process.py")
 _REPLY_BYTES = 4096
+# One request is one packet, and a packet must fit the socket's send buffer (about 200 KiB by
+# default); larger argv and environments go through another launcher.
+MAX_REQUEST_BYTES = 128 * 1024
+# What sending to a server that has exited fails with.
+_SERVER_GONE = {errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNREFUSED}
 # Limit profiles with a server at once; the least recently used one retires beyond that.
 _MAX_SERVERS = 4
 # A server retires once its own CPU time passes this share of its CPU limit.
@@ -34,7 +40,17 @@ Limits = tuple[tuple[int, int, int], ...]
 
 
 class ForkServerError(OSError):
-    """The fork server could not start the program (the errno, when there is one, is the exec's)."""
+    """The fork server could not start the program.
+
+    ``exec_failed`` says the program itself could not be executed (missing, not executable, too big
+    for its memory limit): the task's failure. Otherwise the machine could not start a process.
+    """
+
+    exec_failed: bool = False
+
+
+class RequestTooLargeError(OSError):
+    """The argv and environment do not fit in one message to a fork server; use another launcher."""
 
 
 class _RetiredError(Exception):
@@ -86,8 +102,9 @@ class ServedProgram:
         if data:
             self.returncode = int(json.loads(data)["exit"])
             return
-        # No answer: the server died (killed from outside) and the program was orphaned. Its group
-        # is killed from here, best effort: just now it cannot have been reaped and reused yet.
+        # No answer: the server was killed from outside (when closed, it reports every end first)
+        # and the program was orphaned. Its group is killed from here, best effort: reaped by init
+        # meanwhile, its id could in principle have been reused.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         self.returncode = -signal.SIGKILL
@@ -114,6 +131,8 @@ class ForkServer:
             OSError: the fork server could not be started or reached.
         """
         request = json.dumps({"argv": list(argv), "cwd": str(cwd), "env": dict(env)}).encode()
+        if len(request) > MAX_REQUEST_BYTES:
+            raise RequestTooLargeError(errno.EMSGSIZE, f"a {len(request):,}-byte request to a fork server")
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with self._lock:
@@ -124,7 +143,9 @@ class ForkServer:
                 raise OSError("the fork server stopped before starting the program")
             reply: dict[str, Any] = json.loads(answer)
             if "error" in reply:
-                raise ForkServerError(reply.get("errno") or 0, reply["error"])
+                failure = ForkServerError(reply.get("errno") or 0, reply["error"])
+                failure.exec_failed = bool(reply.get("exec_failed"))
+                raise failure
         except BaseException:
             theirs.close()
             mine.close()
@@ -150,8 +171,9 @@ class ForkServer:
             control.close()  # after the retire message: the server drains instead of killing
 
     def close(self) -> None:
-        """Stop the server now: it kills whatever it still runs."""
+        """Stop the server now: it kills whatever it still runs (and reports their ends)."""
         with self._lock:
+            self.retiring = True  # never started again
             control, self._control = self._control, None
             process, self._process = self._process, None
         if control is not None:
@@ -171,21 +193,33 @@ class ForkServer:
             try:
                 socket.send_fds(self._control, [request], fds)
                 return
-            except OSError:
-                if attempt == 2:
+            except OSError as exc:
+                # Only a server that is gone is replaced: dropping a live one's socket would make it
+                # kill every program it runs.
+                gone = exc.errno in _SERVER_GONE or (
+                    self._process is not None and self._process.poll() is not None
+                )
+                if not gone or attempt == 2:
                     raise
-                self._control = None  # the server died: start another and send again
 
     def _start(self) -> None:
+        """Start the server process (called under the lock), after releasing a dead one."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._process is not None:
+            self._process.poll()  # reaps a server that died
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             # -I -S: none of the worker's Python environment; only the descriptor is passed down.
+            # Its own session: a Ctrl-C or SIGTERM to the worker's group is the worker's to handle.
             self._process = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(_SERVER), str(theirs.fileno()), json.dumps(self.limits)],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 env={"PATH": os.defpath},
                 close_fds=True,
+                start_new_session=True,
             )
         finally:
             theirs.close()

@@ -14,13 +14,14 @@ Protocol, over the ``SOCK_SEQPACKET`` socket ``FD`` (one JSON message per packet
   and stderr, and the run's own reply socket; or ``{"retire": true}``: start nothing more, and exit
   once the programs running have ended;
 - on the reply socket the server answers ``{"pid": N, "cpu": S}`` (``S``: the server's own CPU
-  seconds, so the worker can retire it long before its CPU limit) or ``{"error": text, "errno": N}``
-  when the program could not start; then ``{"exit": code}`` once the program has exited, its process
-  group has been killed (background children do not outlive their task) and it has been reaped;
+  seconds, so the worker can retire it long before its CPU limit) or ``{"error": text, "errno": N,
+  "exec_failed": bool}`` when the program could not start; then ``{"exit": code}`` once the program
+  has exited, its process group has been killed (background children do not outlive their task)
+  and it has been reaped;
 - the worker may send ``kill`` on the reply socket (or close it): the process group is killed. Only
   the server reaps, so it never signals a group whose leader's pid was reused;
-- when the worker goes away (the control socket closes), every running group is killed and the server
-  exits.
+- when the worker goes away or closes the server (the control socket closes), every running group is
+  killed, reaped and reported, and the server exits.
 """
 
 from __future__ import annotations
@@ -117,13 +118,24 @@ class _Server:
             )
         except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as exc:
             errno = exc.errno if isinstance(exc, OSError) else None
-            _send(reply, {"error": str(exc), "errno": errno})
+            # subprocess names the program only when its exec failed (not when fork did): that
+            # failure is the task's (a missing or non-executable file), not the machine's.
+            exec_failed = isinstance(exc, OSError) and exc.filename is not None
+            _send(reply, {"error": str(exc), "errno": errno, "exec_failed": exec_failed})
             reply.close()
             return True
         finally:
             for fd in (stdin, stdout, stderr):
                 os.close(fd)  # the program has its own copies
-        run = _Run(process, reply, os.pidfd_open(process.pid))
+        try:
+            pidfd = os.pidfd_open(process.pid)
+        except OSError as exc:  # out of descriptors: this run cannot be watched, so it cannot run
+            _kill_group(process.pid)
+            process.wait()
+            _send(reply, {"error": f"cannot watch the program: {exc}", "errno": exc.errno})
+            reply.close()
+            return True
+        run = _Run(process, reply, pidfd)
         self.by_pidfd[run.pidfd] = run
         self.by_reply[reply.fileno()] = run
         self.poller.register(run.pidfd, select.POLLIN)
@@ -157,18 +169,24 @@ class _Server:
         run.reply.close()
 
     def _kill_everything(self) -> None:
+        """The worker is gone or closed this server: kill every program, reap it, report its end."""
         for run in list(self.by_pidfd.values()):
             _kill_group(run.process.pid)
         for run in list(self.by_pidfd.values()):
-            run.process.wait()
+            code = run.process.wait()
+            if self.by_reply.pop(run.reply.fileno(), None) is not None:
+                # Reported, so no thread of the worker signals the group of a reaped program.
+                _send(run.reply, {"exit": code})
+            run.reply.close()
 
 
 def main() -> None:
-    """Set the limits given as the second argument, then serve the socket of the first."""
-    # A Ctrl-C or SIGTERM sent to the worker's process group is the worker's to handle: it stops its
-    # tasks through this server, which ends once the worker has gone (its control socket closes).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """Set the limits given as the second argument, then serve the socket of the first.
+
+    Signal dispositions stay the defaults: an ignored signal would stay ignored in every program
+    started from here. The server runs in a session of its own, so a Ctrl-C or a SIGTERM sent to the
+    worker's process group does not reach it; it ends when the worker has gone.
+    """
     control = socket.socket(fileno=int(sys.argv[1]))
     for which, soft, hard in json.loads(sys.argv[2]):
         resource.setrlimit(which, (soft, hard))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import math
 import os
 import re
@@ -53,7 +54,7 @@ from typing import IO, Literal, Protocol
 from librarian.config import Settings
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.contracts import Workspace
-from librarian.runtime.forkserver import ForkServers
+from librarian.runtime.forkserver import ForkServerError, ForkServers, RequestTooLargeError
 
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -451,15 +452,20 @@ class EnvironmentManager:
                 hint="the worker is stopping; the task runs again once its lease expires",
             )
         with _stdin_file(stdin) as stdin_handle:
-            stdout_read, stdout_write = os.pipe()
-            stderr_read, stderr_write = os.pipe()
+            stdout_read, stdout_write, stderr_read, stderr_write = _output_pipes(args[0])
             started = time.monotonic()
             try:
                 stdin_fd = stdin_handle.fileno() if stdin_handle is not None else _devnull()
                 program = self._start(args, workspace, env, limits, stdin_fd, stdout_write, stderr_write)
-            except OSError as exc:  # fork, pipes or a fork server failed: the machine, not the task
+            except OSError as exc:
                 os.close(stdout_read)
                 os.close(stderr_read)
+                # subprocess names the file when exec refused it (a launcher given too long an
+                # argument, say): the task's failure. Otherwise fork, pipes or a fork server failed:
+                # the machine's.
+                refused = exc.exec_failed if isinstance(exc, ForkServerError) else exc.filename is not None
+                if refused:
+                    return _not_executed(args, exc, time.monotonic() - started)
                 raise BackendUnavailableError(f"the sandbox cannot start {args[0]!r}: {exc}") from exc
             finally:
                 os.close(stdout_write)  # the program holds its own copies
@@ -496,15 +502,18 @@ class EnvironmentManager:
     ) -> _Program:
         """Start ``args`` in its own session under ``limits``, with the launcher of this manager."""
         if self._forkservers is not None and limits.memory_mb >= _FORKSERVER_MIN_MEMORY_MB:
-            return self._forkservers.spawn(
-                args,
-                limits=_rlimits(limits),
-                cwd=workspace.root,
-                env=env,
-                stdin=stdin,
-                stdout=stdout,
-                stderr=stderr,
-            )
+            try:
+                return self._forkservers.spawn(
+                    args,
+                    limits=_rlimits(limits),
+                    cwd=workspace.root,
+                    env=env,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                )
+            except RequestTooLargeError:
+                pass  # an argv or environment of more than 128 KiB: started here instead
         process = subprocess.Popen(
             self._launch(limits, args),
             stdin=stdin,
@@ -660,6 +669,36 @@ def _collect(
         os.close(stdout)
         os.close(stderr)
     return out, err, timed_out, exit_code
+
+
+def _output_pipes(program: str) -> tuple[int, int, int, int]:
+    """Two pipes for stdout and stderr: read and write end of each, nothing left open on failure."""
+    ends: list[int] = []
+    try:
+        for _ in range(2):
+            ends.extend(os.pipe())
+    except OSError as exc:  # out of descriptors: the machine, not the task
+        for end in ends:
+            os.close(end)
+        raise BackendUnavailableError(f"the sandbox cannot start {program!r}: {exc}") from exc
+    return ends[0], ends[1], ends[2], ends[3]
+
+
+def _not_executed(args: tuple[str, ...], failure: OSError, duration: float) -> ProcessOutcome:
+    """The outcome of a program its exec refused, as a shell reports it: exit 127 (missing) or 126."""
+    message = f"librarian-sandbox: cannot run {args[0]!r}: {failure.strerror or failure}\n"
+    return ProcessOutcome(
+        argv=args,
+        exit_code=127 if failure.errno == errno.ENOENT else 126,
+        stdout="",
+        stderr=message,
+        timed_out=False,
+        duration_seconds=duration,
+        stdout_bytes=0,
+        stderr_bytes=len(message.encode()),
+        stdout_truncated=False,
+        stderr_truncated=False,
+    )
 
 
 _DEVNULL: int | None = None
