@@ -279,3 +279,13 @@ def test_an_argument_longer_than_the_kernel_allows_is_a_task_failure(
     outcome = manager.run(["printf", "%s", "x" * 300_000], workspace)  # one argument: 128 KiB at most
     assert outcome.exit_code == 126
     assert "Argument list too long" in outcome.stderr
+
+
+def test_a_memory_limit_too_small_for_a_fork_server_still_applies(
+    manager: EnvironmentManager, workspace: Workspace
+) -> None:
+    # Below 64 MiB the fork server (which lives under the limit itself) hands the run to prlimit.
+    outcome = manager.run(["cat", "/proc/self/limits"], workspace, memory_mb=32)
+    line = next(line for line in outcome.stdout.splitlines() if line.startswith("Max address space"))
+    assert outcome.exit_code == 0, outcome.stderr
+    assert line[26:].split()[:2] == [str(32 * MiB)] * 2
