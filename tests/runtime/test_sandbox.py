@@ -247,11 +247,17 @@ def test_a_task_gets_the_default_handling_of_sigint_and_sigterm(
     manager: EnvironmentManager, workspace: Workspace
 ) -> None:
     # An ignored signal stays ignored across exec: a launcher that ignored one would make a task's
-    # `kill PID` (SIGTERM) or Ctrl-C useless.
+    # `kill PID` (SIGTERM) or Ctrl-C useless. The task must ignore them exactly when this process does
+    # (a shell without job control starts background jobs with SIGINT ignored).
     outcome = manager.run(["grep", "SigIgn", "/proc/self/status"], workspace)
     ignored = int(outcome.stdout.split()[1], 16)
+    ours = next(
+        line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("SigIgn")
+    )
     assert outcome.exit_code == 0
-    assert not ignored & (1 << (signal.SIGINT - 1)) and not ignored & (1 << (signal.SIGTERM - 1))
+    for number in (signal.SIGINT, signal.SIGTERM):
+        bit = 1 << (number - 1)
+        assert ignored & bit == int(ours.split()[1], 16) & bit, f"{number.name} handling changed"
 
 
 def test_a_program_that_cannot_be_executed_fails_like_in_a_shell(
