@@ -258,7 +258,9 @@ def worker(
         group.start(
             typed_role, executor_threads=threads or settings.runtime_workers, evaluator_threads=evaluators
         )
-        stdout.print(f"worker running ({role}); Ctrl-C to stop", highlight=False)
+        runs_tasks = role in ("executor", "all")
+        launcher = f"; tasks start through {group.services.environment.launcher}" if runs_tasks else ""
+        stdout.print(f"worker running ({role}{launcher}); Ctrl-C to stop", highlight=False)
         try:
             group.wait()
         finally:
