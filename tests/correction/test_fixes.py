@@ -111,6 +111,10 @@ def runtimes() -> Iterator[list[Runtime]]:
 def run_with(
     settings: Settings, runtimes: list[Runtime], fixed: list[str], workflow: WorkflowSpec, **kwargs: Any
 ) -> tuple[Runtime, FixStore, WorkflowReport]:
+    # One runtime at a time on the shared store: an earlier one's orchestrator, still polling, could
+    # otherwise pick up this workflow's failure and correct it with its own corrector.
+    for earlier in runtimes:
+        earlier.close()  # its sessions stay usable for reading
     runtime = Runtime(settings, correctors=[])
     runtimes.append(runtime)
     fixes = FixStore(runtime.sessions, workspaces=settings.home / "workspaces")
