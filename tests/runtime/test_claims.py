@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.runtime import attempts, store
@@ -80,6 +80,19 @@ def test_a_claim_for_a_cancelled_workflow_is_refused_with_the_reason(database_ur
     )
 
 
+def terminate_idle_connections(engine: Engine) -> int:
+    """End every idle connection to the database but this one; how many there were."""
+    with engine.begin() as connection:
+        return int(
+            connection.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'"
+                )
+            ).scalar_one()
+        )
+
+
 @pytest.mark.postgres
 def test_a_claim_survives_its_kept_connection_being_killed(
     postgres_url: str, caplog: pytest.LogCaptureFixture
@@ -89,13 +102,7 @@ def test_a_claim_survives_its_kept_connection_being_killed(
     _, first = dispatched(sessions)
     assert claims.claim(first, worker="exec")
     # What a PostgreSQL restart or an idle-connection reaper does to the connection the claims keep.
-    with engine.begin() as connection:
-        killed = connection.execute(
-            text(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'"
-            )
-        ).scalar_one()
+    killed = terminate_idle_connections(engine)
     _, second = dispatched(sessions)
 
     claimed = claims.claim(second, worker="exec")
@@ -119,13 +126,7 @@ def test_a_claim_retried_after_a_lost_answer_is_still_the_claimers(
     claims = Claims(sessions, lease_seconds=30)
     workflow_id, spec = dispatched(sessions)
     assert claims.claim(spec, worker="exec")  # what the first try did before the answer was lost
-    with engine.begin() as connection:
-        connection.execute(
-            text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'idle'"
-            )
-        )
+    terminate_idle_connections(engine)
 
     again = claims.claim(spec, worker="exec")
     other = claims.claim(spec, worker="exec-2")
