@@ -53,6 +53,12 @@ class RequestTooLargeError(OSError):
     """The argv and environment do not fit in one message to a fork server; use another launcher."""
 
 
+def kill_group(pgid: int) -> None:
+    """SIGKILL the process group ``pgid``; nothing if it is already empty."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 class _RetiredError(Exception):
     """The server was retired after it was picked for a spawn: the pool picks another."""
 
@@ -105,8 +111,7 @@ class ServedProgram:
         # No answer: the server was killed from outside (when closed, it reports every end first)
         # and the program was orphaned. Its group is killed from here, best effort: reaped by init
         # meanwhile, its id could in principle have been reused.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
+        kill_group(self.pid)
         self.returncode = -signal.SIGKILL
 
 

@@ -54,7 +54,7 @@ from typing import IO, Literal, Protocol
 from librarian.config import Settings
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.contracts import Workspace
-from librarian.runtime.forkserver import ForkServerError, ForkServers, RequestTooLargeError
+from librarian.runtime.forkserver import ForkServerError, ForkServers, RequestTooLargeError, kill_group
 
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -200,7 +200,7 @@ class _LocalProgram:
         return _has_exited(self.pid)
 
     def kill(self) -> None:
-        _kill_group(self.pid)
+        kill_group(self.pid)
 
     def wait(self) -> int:
         return self.process.wait()
@@ -729,11 +729,6 @@ def _has_exited(pid: int) -> bool:
     except ChildProcessError:
         return True
     return result is not None
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is already empty
-        os.killpg(pgid, signal.SIGKILL)
 
 
 @contextlib.contextmanager
