@@ -10,6 +10,7 @@ from typing import Any, Literal
 from librarian.config import Settings
 from librarian.runtime import attempts, store
 from librarian.runtime.broker.memory import InMemoryBroker
+from librarian.runtime.claims import Claims
 from librarian.runtime.contracts import TaskSpec
 from librarian.runtime.correctors import CorrectorRegistry
 from librarian.runtime.spec import WorkflowBuilder
@@ -59,7 +60,7 @@ def test_an_expired_lease_is_dispatched_again_and_the_old_message_is_ignored(tmp
     second = take(broker, "dispatch")
     assert (first["attempt"], second["attempt"]) == (1, 2)
 
-    run = executor_handler(shared, "exec")
+    run = executor_handler(shared, "exec", Claims(shared.sessions, lease_seconds=30))
     run(first)  # a late redelivery of the superseded attempt: ignored, nothing published
     assert broker.message_count("results") == 0
     run(second)

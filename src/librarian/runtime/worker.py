@@ -86,12 +86,11 @@ class Services:
         )
 
 
-def executor_handler(services: Services, name: str, claims: Claims | None = None) -> Handler:
+def executor_handler(services: Services, name: str, claims: Claims) -> Handler:
     """The handler of dispatch messages for the executor called ``name``.
 
-    ``claims`` is shared by the executors of a process (default: one of this handler's own).
+    ``claims`` is shared by the executors of a process, which closes it once they have stopped.
     """
-    claims = claims or Claims(services.sessions, lease_seconds=services.settings.runtime_lease_seconds)
     keeper = LeaseKeeper(services, name)
 
     def handle(message: dict[str, Any]) -> None:
