@@ -30,6 +30,7 @@ from librarian.errors import BackendUnavailableError, InvalidInputError, Librari
 from librarian.runtime import attempts, store, wakeup
 from librarian.runtime.broker.base import Broker, Handler
 from librarian.runtime.broker.batches import BatchBroker, BatchHandler
+from librarian.runtime.broker.replies import ReplyHandler, consume_and_reply
 from librarian.runtime.claims import Claims
 from librarian.runtime.contracts import ExecutionResult, TaskSpec
 from librarian.runtime.correctors import CorrectorRegistry
@@ -86,14 +87,17 @@ class Services:
         )
 
 
-def executor_handler(services: Services, name: str, claims: Claims) -> Handler:
-    """The handler of dispatch messages for the executor called ``name``.
+def executor_handler(services: Services, name: str, claims: Claims) -> ReplyHandler:
+    """The handler of dispatch messages for the executor called ``name``: it returns the result message.
 
-    ``claims`` is shared by the executors of a process, which closes it once they have stopped.
+    The broker publishes that reply to the results queue before it acknowledges the dispatch message
+    (:func:`~librarian.runtime.broker.replies.consume_and_reply`): a crash in between re-runs the
+    task, never loses it. ``claims`` is shared by the executors of a process, which closes it once
+    they have stopped.
     """
     keeper = LeaseKeeper(services, name)
 
-    def handle(message: dict[str, Any]) -> None:
+    def handle(message: dict[str, Any]) -> dict[str, Any] | None:
         try:
             spec = TaskSpec.from_dict(message)
             claimed = claims.claim(spec, worker=name)
@@ -101,9 +105,9 @@ def executor_handler(services: Services, name: str, claims: Claims) -> Handler:
             # A malformed message would be redelivered forever; the database still has the task,
             # and an expired lease dispatches it again.
             logger.error("dropping malformed dispatch message %.200r: %s", message, exc)
-            return
+            return None
         if not claimed:
-            return  # duplicate or superseded: acknowledging drops it
+            return None  # duplicate or superseded: acknowledging drops it
         keeper.hold(spec)
         try:
             result = run_task(services, spec)
@@ -113,8 +117,7 @@ def executor_handler(services: Services, name: str, claims: Claims) -> Handler:
             # The worker is stopping and killed the task: its result says nothing about the task.
             # Raising leaves the message unacknowledged; the lease expires and the task runs again.
             raise BackendUnavailableError(f"task {spec.task_id} was stopped with its worker")
-        # Publish before returning (= acknowledging): a crash in between re-runs the task, never loses it.
-        services.broker.publish("results", {"task": message, "result": _as_message(result), "worker": name})
+        return {"task": message, "result": _as_message(result), "worker": name}
 
     return handle
 
@@ -302,7 +305,7 @@ class WorkerGroup:
             )
             for index in range(executor_threads):
                 dispatch = executor_handler(self.services, worker_name(f"executor{index}"), self.claims)
-                self._spawn(f"executor{index}", functools.partial(self._consume, "dispatch", dispatch))
+                self._spawn(f"executor{index}", functools.partial(self._execute, dispatch))
 
     def wake(self) -> None:
         """Wake the orchestrator of this group, if it has one."""
@@ -351,6 +354,16 @@ class WorkerGroup:
                 broker.consume_batches(queue, handler, self.stop_event, max_batch=_RESULT_BATCH)
             except Exception:
                 logger.exception("consuming %s failed; retrying", queue)
+                self.stop_event.wait(1.0)
+
+    def _execute(self, handler: ReplyHandler) -> None:
+        """Run dispatched tasks; each result is stored in the results queue before its dispatch is acked."""
+        while not self.stop_event.is_set():
+            try:
+                consume_and_reply(self.services.broker, "dispatch", handler, "results", self.stop_event)
+            except Exception:
+                # It reconnects by itself; this guards against anything it could not handle.
+                logger.exception("consuming dispatch failed; retrying")
                 self.stop_event.wait(1.0)
 
     def _consume(self, queue: Literal["dispatch", "results"], handler: Handler) -> None:

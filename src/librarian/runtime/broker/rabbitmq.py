@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -33,6 +33,7 @@ from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.broker.base import Handler, QueueName
 from librarian.runtime.broker.batches import BatchHandler
 from librarian.runtime.broker.memory import QUEUE_NAMES, encode_message
+from librarian.runtime.broker.replies import ReplyHandler
 
 logger = logging.getLogger(__name__)
 
@@ -131,8 +132,9 @@ class RabbitMQBroker:
                 was closed.
         """
         self._queue_name(queue)
-        body = encode_message(queue, message).encode()
+        self._publish_body(queue, encode_message(queue, message).encode())
 
+    def _publish_body(self, queue: QueueName, body: bytes) -> None:
         def send() -> None:
             channel = self._publisher_channel()
             channel.basic_publish(self._exchange, queue, body, properties=_PERSISTENT, mandatory=True)
@@ -270,6 +272,39 @@ class RabbitMQBroker:
             raise InvalidInputError(f"max_batch must be at least 1, got {max_batch}")
         self._consume(queue, handler, stop, prefetch=max_batch, max_batch=max_batch)
 
+    def consume_and_reply(
+        self,
+        queue: QueueName,
+        handler: ReplyHandler,
+        reply_to: QueueName,
+        stop: threading.Event,
+        *,
+        prefetch: int = 1,
+    ) -> None:
+        """Like :meth:`consume`; each reply ``handler`` returns goes to ``reply_to`` before the ack.
+
+        The handler runs in the calling thread, and its reply is published on the consumer's own
+        channel (in confirm mode), then the request is acknowledged on it: no hand-off to a helper
+        thread and no second connection per message, which cost a third of an executor's CPU for a
+        short task. While the handler runs, a helper thread services the connection every quarter of
+        a heartbeat, so a long task does not make RabbitMQ drop it. A reply the channel cannot deliver
+        (a lost connection, a nack, a deleted queue) is published again through :meth:`publish`, which
+        retries on a connection of its own; the request is then acknowledged, or, when its channel is
+        gone, redelivered (at least once, never lost).
+
+        Raises:
+            InvalidInputError: unknown queue or ``prefetch`` below 1.
+        """
+        if prefetch < 1:
+            raise InvalidInputError(f"prefetch must be at least 1, got {prefetch}")
+        self._queue_name(reply_to)
+        with _ConnectionKeeper(self._heartbeat / 4 if self._heartbeat else 5.0) as keeper:
+
+            def serve(connection: Any, channel: Any, queue_name: str) -> None:
+                self._answer_on(connection, channel, queue_name, handler, reply_to, stop, keeper)
+
+            self._keep_consuming(queue, stop, prefetch, serve)
+
     def _consume(
         self,
         queue: QueueName,
@@ -279,33 +314,112 @@ class RabbitMQBroker:
         prefetch: int,
         max_batch: int,
     ) -> None:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"broker-{queue}") as handlers:
+
+            def serve(connection: Any, channel: Any, queue_name: str) -> None:
+                self._consume_on(connection, channel, queue_name, handler, stop, handlers, max_batch)
+
+            self._keep_consuming(queue, stop, prefetch, serve)
+
+    def _keep_consuming(
+        self,
+        queue: QueueName,
+        stop: threading.Event,
+        prefetch: int,
+        serve: Callable[[Any, Any, str], None],
+    ) -> None:
+        """Open a consumer connection and ``serve(connection, channel, queue_name)`` on it; after a lost
+        connection, open a new one (with backoff) and serve again, until ``stop`` is set."""
         queue_name = self._queue_name(queue)
         backoff = _FIRST_BACKOFF_SECONDS
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"broker-{queue}") as handlers:
-            while not self._stopping(stop):
-                connection = None
-                try:
-                    connection = self._connect(f"consumer:{queue}")
-                    channel = connection.channel()
-                    self._declare_topology(channel)
-                    channel.basic_qos(prefetch_count=prefetch)
-                    backoff = _FIRST_BACKOFF_SECONDS
-                    self._consume_on(connection, channel, queue_name, handler, stop, handlers, max_batch)
-                except _RECOVERABLE as exc:
-                    if self._stopping(stop):
-                        break
-                    logger.warning(
-                        "consumer of %s lost RabbitMQ at %s (%r); reconnecting in %.1fs",
-                        queue_name,
-                        redact_url(self._url),
-                        exc,
-                        backoff,
-                    )
-                    stop.wait(backoff)
-                    backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
-                finally:
-                    if connection is not None:
-                        _close_quietly(connection)
+        while not self._stopping(stop):
+            connection = None
+            try:
+                connection = self._connect(f"consumer:{queue}")
+                channel = connection.channel()
+                self._declare_topology(channel)
+                channel.basic_qos(prefetch_count=prefetch)
+                backoff = _FIRST_BACKOFF_SECONDS
+                serve(connection, channel, queue_name)
+            except _RECOVERABLE as exc:
+                if self._stopping(stop):
+                    break
+                logger.warning(
+                    "consumer of %s lost RabbitMQ at %s (%r); reconnecting in %.1fs",
+                    queue_name,
+                    redact_url(self._url),
+                    exc,
+                    backoff,
+                )
+                stop.wait(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+            finally:
+                if connection is not None:
+                    _close_quietly(connection)
+
+    def _answer_on(
+        self,
+        connection: Any,
+        channel: Any,
+        queue_name: str,
+        handler: ReplyHandler,
+        reply_to: QueueName,
+        stop: threading.Event,
+        keeper: _ConnectionKeeper,
+    ) -> None:
+        channel.confirm_delivery()  # replies are confirmed, as :meth:`publish` confirms
+        deliveries = channel.consume(queue_name, inactivity_timeout=_POLL_SECONDS)
+        for method, _properties, body in deliveries:
+            if method is not None:
+                self._answer(
+                    connection, channel, queue_name, method.delivery_tag, body, handler, reply_to, keeper
+                )
+            if self._stopping(stop):
+                break
+        channel.cancel()
+
+    def _answer(
+        self,
+        connection: Any,
+        channel: Any,
+        queue_name: str,
+        tag: int,
+        body: bytes,
+        handler: ReplyHandler,
+        reply_to: QueueName,
+        keeper: _ConnectionKeeper,
+    ) -> None:
+        """Handle one request in this thread, send its reply, then acknowledge it."""
+        message = decode_message(body)
+        if message is None:
+            logger.error("dropping a malformed message on %s (not a JSON object): %.200r", queue_name, body)
+            channel.basic_reject(tag, requeue=False)
+            return
+        try:
+            with keeper.lending(connection):
+                reply = handler(message)
+            encoded = None if reply is None else encode_message(reply_to, reply).encode()
+        except Exception:
+            logger.warning("handler failed on a %s message; redelivering it", queue_name, exc_info=True)
+            connection.sleep(self._redelivery_delay)
+            channel.basic_nack(tag, requeue=True)
+            return
+        if encoded is not None:
+            self._send_reply(channel, reply_to, encoded)
+        channel.basic_ack(tag)
+
+    def _send_reply(self, channel: Any, reply_to: QueueName, body: bytes) -> None:
+        try:
+            channel.basic_publish(self._exchange, reply_to, body, properties=_PERSISTENT, mandatory=True)
+            return
+        except _RECOVERABLE as exc:  # includes NackError and UnroutableError
+            failure = exc
+        logger.warning(
+            "sending a reply to %s on the consumer's channel failed (%r); retrying", reply_to, failure
+        )
+        self._publish_body(reply_to, body)
+        if not channel.is_open:
+            raise failure  # the request cannot be acknowledged now: it comes back (at least once)
 
     def _consume_on(
         self,
@@ -456,6 +570,50 @@ class RabbitMQBroker:
         for routing_key, name in self._queue_names.items():
             channel.queue_declare(name, durable=True)
             channel.queue_bind(name, self._exchange, routing_key=routing_key)
+
+
+class _ConnectionKeeper:
+    """Services a consumer's connection from a helper thread while the consuming thread runs a handler.
+
+    pika's ``BlockingConnection`` sends heartbeats only while a thread calls into it, and two threads
+    must never use it at once: the lock hands it over. Taking the lock costs nothing while the helper
+    sleeps, so a short handler pays no thread hand-off; a long one keeps its connection, which RabbitMQ
+    closes after two heartbeat intervals of silence.
+    """
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._lent: Any = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="broker-heartbeats", daemon=True)
+
+    def __enter__(self) -> _ConnectionKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    @contextlib.contextmanager
+    def lending(self, connection: Any) -> Iterator[None]:
+        """Let the helper service ``connection`` until the block ends (the caller does not use it)."""
+        with self._lock:
+            self._lent = connection
+        try:
+            yield
+        finally:
+            with self._lock:  # waits for a servicing under way: the connection is the caller's again
+                self._lent = None
+
+    def _run(self) -> None:
+        while not self._done.wait(self._interval):
+            with self._lock:
+                if self._lent is not None:
+                    # A lost connection shows again when the handler's thread replies; it reconnects then.
+                    with contextlib.suppress(*_RECOVERABLE):
+                        self._lent.process_data_events(time_limit=0)
 
 
 def _wake(connection: Any) -> None:
