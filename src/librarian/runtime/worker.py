@@ -299,9 +299,7 @@ class WorkerGroup:
                 self._spawn(f"evaluator{index}", functools.partial(self._consume_batches, "results", results))
         if "executor" in roles:
             self.claims = Claims(
-                self.services.sessions,
-                lease_seconds=self.services.settings.runtime_lease_seconds,
-                connections=executor_threads,
+                self.services.sessions, lease_seconds=self.services.settings.runtime_lease_seconds
             )
             for index in range(executor_threads):
                 dispatch = executor_handler(self.services, worker_name(f"executor{index}"), self.claims)
