@@ -8,9 +8,9 @@ when the handler raised; RabbitMQ redelivers whatever an unreachable consumer he
 duplicated message can therefore delay a task but never lose a result: the database stays the truth.
 
 pika's ``BlockingConnection`` is not thread-safe, so every thread gets its own publishing connection
-and every ``consume`` call opens its own connection. While a handler runs (in a helper thread), the
-consuming thread keeps servicing its connection, so heartbeats flow and a long task does not make
-RabbitMQ drop the connection.
+and every ``consume`` call opens its own connection. Handlers run in the consuming thread; while one
+runs, a keeper thread services the connection every quarter of a heartbeat, so heartbeats flow and a
+long task does not make RabbitMQ drop the connection.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -243,9 +242,9 @@ class RabbitMQBroker:
         Holds at most ``prefetch`` unacknowledged messages. A message is acknowledged after
         ``handler`` returns and nacked for redelivery (after ``redelivery_delay``) when it raises; a
         message that is not a JSON object is rejected without requeue and logged. A lost connection is
-        re-opened with backoff until ``stop`` is set. Handlers run one at a time in a helper thread
-        while this thread services the connection; ``stop`` is checked at least every 0.1 s between
-        messages, and this call returns once the running handler (if any) finished.
+        re-opened with backoff until ``stop`` is set. Handlers run one at a time in the calling thread
+        (a keeper thread services the connection meanwhile); ``stop`` is checked at least every 0.1 s
+        between messages, and this call returns once the running handler (if any) finished.
 
         Raises:
             InvalidInputError: unknown queue or ``prefetch`` below 1.
@@ -283,11 +282,8 @@ class RabbitMQBroker:
     ) -> None:
         """Like :meth:`consume`; each reply ``handler`` returns goes to ``reply_to`` before the ack.
 
-        The handler runs in the calling thread, and its reply is published on the consumer's own
-        channel (in confirm mode), then the request is acknowledged on it: no hand-off to a helper
-        thread and no second connection per message, which cost a third of an executor's CPU for a
-        short task. While the handler runs, a helper thread services the connection every quarter of
-        a heartbeat, so a long task does not make RabbitMQ drop it. A reply the channel cannot deliver
+        The reply is published on the consumer's own channel (in confirm mode), then the request is
+        acknowledged on it: no second connection per message. A reply the channel cannot deliver
         (a lost connection, a nack, a deleted queue) is published again through :meth:`publish`, which
         retries on a connection of its own; the request is then acknowledged, or, when its channel is
         gone, redelivered (at least once, never lost).
@@ -298,7 +294,7 @@ class RabbitMQBroker:
         if prefetch < 1:
             raise InvalidInputError(f"prefetch must be at least 1, got {prefetch}")
         self._queue_name(reply_to)
-        with _ConnectionKeeper(self._heartbeat / 4 if self._heartbeat else 5.0) as keeper:
+        with self._keeper() as keeper:
 
             def serve(connection: Any, channel: Any, queue_name: str) -> None:
                 self._answer_on(connection, channel, queue_name, handler, reply_to, stop, keeper)
@@ -314,12 +310,16 @@ class RabbitMQBroker:
         prefetch: int,
         max_batch: int,
     ) -> None:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"broker-{queue}") as handlers:
+        with self._keeper() as keeper:
 
             def serve(connection: Any, channel: Any, queue_name: str) -> None:
-                self._consume_on(connection, channel, queue_name, handler, stop, handlers, max_batch)
+                self._consume_on(connection, channel, queue_name, handler, stop, keeper, max_batch)
 
             self._keep_consuming(queue, stop, prefetch, serve)
+
+    def _keeper(self) -> _ConnectionKeeper:
+        """A keeper for one consumer's connection: it services it every quarter of a heartbeat."""
+        return _ConnectionKeeper(self._heartbeat / 4 if self._heartbeat else 5.0)
 
     def _keep_consuming(
         self,
@@ -428,7 +428,7 @@ class RabbitMQBroker:
         queue_name: str,
         handler: BatchHandler,
         stop: threading.Event,
-        handlers: ThreadPoolExecutor,
+        keeper: _ConnectionKeeper,
         max_batch: int,
     ) -> None:
         deliveries = channel.consume(queue_name, inactivity_timeout=_POLL_SECONDS)
@@ -437,7 +437,7 @@ class RabbitMQBroker:
                 batch = [(method.delivery_tag, body)]
                 if max_batch > 1:
                     self._gather(connection, channel, deliveries, batch, max_batch)
-                self._deliver(connection, channel, queue_name, batch, handler, handlers)
+                self._deliver(connection, channel, queue_name, batch, handler, keeper)
             if self._stopping(stop):
                 break
         # Hands back (requeues) any prefetched messages no handler has seen.
@@ -473,7 +473,7 @@ class RabbitMQBroker:
         queue_name: str,
         batch: list[tuple[int, bytes]],
         handler: BatchHandler,
-        handlers: ThreadPoolExecutor,
+        keeper: _ConnectionKeeper,
     ) -> None:
         messages: list[dict[str, Any]] = []
         tags: list[int] = []
@@ -490,23 +490,20 @@ class RabbitMQBroker:
             tags.append(tag)
         if not messages:
             return
-        done: Future[None] = handlers.submit(handler, messages)
-        done.add_done_callback(lambda _: _wake(connection))
-        while not done.done():
-            # Keeps heartbeats flowing during a long handler; ``_wake`` ends the wait early.
-            connection.process_data_events(time_limit=_POLL_SECONDS)
-        failure = done.exception()
-        if failure is None:
-            # Delivery tags grow on a channel and this consumer holds no other unacknowledged message
-            # (one batch at a time; malformed ones were rejected above): one frame acknowledges all.
-            channel.basic_ack(tags[-1], multiple=len(tags) > 1)
+        try:
+            with keeper.lending(connection):
+                handler(messages)
+        except Exception:
+            logger.warning(
+                "handler failed on %d %s message(s); redelivering them", len(tags), queue_name, exc_info=True
+            )
+            connection.sleep(self._redelivery_delay)
+            for tag in tags:
+                channel.basic_nack(tag, requeue=True)
             return
-        logger.warning(
-            "handler failed on %d %s message(s); redelivering them", len(tags), queue_name, exc_info=failure
-        )
-        connection.sleep(self._redelivery_delay)
-        for tag in tags:
-            channel.basic_nack(tag, requeue=True)
+        # Delivery tags grow on a channel and this consumer holds no other unacknowledged message (one
+        # batch at a time; malformed ones were rejected above): one frame acknowledges them all.
+        channel.basic_ack(tags[-1], multiple=len(tags) > 1)
 
     # -- shared ------------------------------------------------------------------------------------
 
@@ -614,12 +611,6 @@ class _ConnectionKeeper:
                     # A lost connection shows again when the handler's thread replies; it reconnects then.
                     with contextlib.suppress(*_RECOVERABLE):
                         self._lent.process_data_events(time_limit=0)
-
-
-def _wake(connection: Any) -> None:
-    """Interrupt the consuming thread's ``process_data_events`` (the one thread-safe pika call)."""
-    with contextlib.suppress(*_RECOVERABLE):
-        connection.add_callback_threadsafe(lambda: None)
 
 
 def _close_quietly(connection: Any) -> None:
