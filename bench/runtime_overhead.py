@@ -16,7 +16,8 @@ sandbox is also timed alone (``EnvironmentManager.run(["true"])``), the floor un
 
 Modes: ``embedded`` (the in-process queue and worker threads; SQLite unless ``--database-url``) and
 ``distributed`` (worker processes on PostgreSQL + RabbitMQ: one orchestrator, one evaluator and
-``--workers`` executor processes of one thread each, on queues named for this run and deleted after).
+``--workers`` executor processes of one thread each, on an exchange and queues named for this run
+and deleted after).
 
     .venv/bin/python -m bench.runtime_overhead --mode embedded --tasks 200
     .venv/bin/python -m bench.runtime_overhead --mode distributed --tasks 200 \\
@@ -204,7 +205,12 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 @dataclass
 class Cluster:
-    """Worker processes of one run, on queues of their own."""
+    """Worker processes of one run, on an exchange and queues of their own.
+
+    The exchange is the run's own too: messages published to the shared ``agent_exchange`` would
+    also be routed to the default queues bound to it, where they would pile up (and cost RabbitMQ a
+    second persistent copy of every message).
+    """
 
     home: Path
     database_url: str
@@ -216,7 +222,7 @@ class Cluster:
     # ``librarian worker --role all`` process (the default deployment) with ``executor_threads``.
     layout: str = "split"
     launcher: str = "auto"
-    queues: tuple[str, str] = field(default_factory=lambda: _queue_names())
+    topology: tuple[str, str, str] = field(default_factory=lambda: _topology_names())
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -243,8 +249,8 @@ class Cluster:
                 self.database_url,
                 "--broker-url",
                 self.broker_url,
-                "--queues",
-                *self.queues,
+                "--topology",
+                *self.topology,
                 "--evaluators",
                 str(self.evaluators),
                 "--executor-threads",
@@ -280,14 +286,17 @@ class Cluster:
 
             connection = pika.BlockingConnection(pika.URLParameters(self.broker_url))
             channel = connection.channel()
-            for queue in self.queues:
+            exchange, *queues = self.topology
+            for queue in queues:
                 channel.queue_delete(queue)
+            channel.exchange_delete(exchange)
             connection.close()
 
 
-def _queue_names() -> tuple[str, str]:
+def _topology_names() -> tuple[str, str, str]:
+    """Names of this run's exchange, dispatch queue and results queue."""
     suffix = uuid.uuid4().hex[:8]
-    return (f"bench_dispatch_{suffix}", f"bench_results_{suffix}")
+    return (f"bench_exchange_{suffix}", f"bench_dispatch_{suffix}", f"bench_results_{suffix}")
 
 
 def run_worker(args: argparse.Namespace) -> None:
@@ -305,7 +314,10 @@ def run_worker(args: argparse.Namespace) -> None:
         runtime_sandbox_launcher=args.launcher,
     )
     engine, sessions = open_database(settings.resolved_database_url)
-    broker = RabbitMQBroker(args.broker_url, dispatch_queue=args.queues[0], results_queue=args.queues[1])
+    exchange, dispatch, results = args.topology
+    broker = RabbitMQBroker(
+        args.broker_url, exchange=exchange, dispatch_queue=dispatch, results_queue=results
+    )
     group = WorkerGroup(Services(settings, sessions, broker, CorrectorRegistry(default_correctors())))
     signal.signal(signal.SIGTERM, lambda *_: group.stop_event.set())
     group.start(args.worker_role, executor_threads=args.executor_threads, evaluator_threads=args.evaluators)
@@ -437,7 +449,7 @@ def main() -> None:
     # Internal: the body of a worker process started by a distributed run.
     parser.add_argument("--worker-role", help=argparse.SUPPRESS)
     parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--queues", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--topology", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker_role:
         run_worker(args)

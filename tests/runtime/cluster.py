@@ -23,13 +23,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class Cluster:
-    """Worker processes sharing one database and a pair of queues unique to the test."""
+    """Worker processes sharing one database, and an exchange and two queues unique to the test.
+
+    The exchange is the test's own too: messages published to the shared ``agent_exchange`` would
+    also be routed to the default queues bound to it, and pile up there with nobody consuming them.
+    """
 
     def __init__(self, home: Path, database_url: str, broker_url: str = RABBIT_URL) -> None:
         self.home = home
         self.database_url = database_url
         self.broker_url = broker_url
         suffix = uuid.uuid4().hex[:8]
+        self.exchange = f"test_exchange_{suffix}"
         self.queues = (f"test_dispatch_{suffix}", f"test_results_{suffix}")
         self.processes: list[subprocess.Popen[str]] = []
         settings = Settings(home=home, database_url=database_url, broker_url=RABBIT_URL)
@@ -47,6 +52,8 @@ class Cluster:
             self.database_url,
             "--broker-url",
             self.broker_url,
+            "--exchange",
+            self.exchange,
             "--dispatch-queue",
             self.queues[0],
             "--results-queue",
@@ -76,10 +83,10 @@ class Cluster:
                 process.send_signal(signal.SIGKILL)
                 process.wait(10)
         self.runtime.close()
-        _delete_queues(self.queues)
+        _delete_topology(self.exchange, self.queues)
 
 
-def _delete_queues(queues: tuple[str, str]) -> None:
+def _delete_topology(exchange: str, queues: tuple[str, str]) -> None:
     import pika
 
     connection = pika.BlockingConnection(pika.URLParameters(RABBIT_URL))
@@ -87,6 +94,7 @@ def _delete_queues(queues: tuple[str, str]) -> None:
         channel = connection.channel()
         for queue in queues:
             channel.queue_delete(queue)
+        channel.exchange_delete(exchange)
     finally:
         connection.close()
 

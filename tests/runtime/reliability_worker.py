@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--broker-url", required=True)
+    parser.add_argument("--exchange", required=True)
     parser.add_argument("--dispatch-queue", required=True)
     parser.add_argument("--results-queue", required=True)
     parser.add_argument("--lease-seconds", type=float, default=1.5)
@@ -64,7 +65,10 @@ def main() -> None:
     )
     _, sessions = open_database(settings.resolved_database_url)
     broker = RabbitMQBroker(
-        args.broker_url, dispatch_queue=args.dispatch_queue, results_queue=args.results_queue
+        args.broker_url,
+        exchange=args.exchange,
+        dispatch_queue=args.dispatch_queue,
+        results_queue=args.results_queue,
     )
     correctors = CorrectorRegistry([ScriptedCorrector("scripted", [FIX_PLAN] * 10, args.slow_corrector)])
     services = Services(settings, sessions, broker, correctors)

@@ -23,12 +23,23 @@ LIBRARIAN = [sys.executable, "-m", "librarian.cli.main"]
 
 @pytest.fixture
 def rabbitmq() -> str:
+    """The machine's RabbitMQ, with the default queues (the ones ``librarian worker`` uses) emptied.
+
+    Whatever another run left there would otherwise be worked through before this test's tasks.
+    """
     try:
         import pika
 
-        pika.BlockingConnection(pika.URLParameters(RABBIT_URL)).close()
+        connection = pika.BlockingConnection(pika.URLParameters(RABBIT_URL))
     except Exception as exc:  # any failure to connect means the service is missing here
         unavailable(f"RabbitMQ at {RABBIT_URL} unreachable: {exc!r}")
+    try:
+        channel = connection.channel()
+        for queue in ("task_dispatch_queue", "task_results_queue"):
+            channel.queue_declare(queue, durable=True)
+            channel.queue_purge(queue)
+    finally:
+        connection.close()
     return RABBIT_URL
 
 
