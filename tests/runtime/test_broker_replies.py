@@ -1,8 +1,8 @@
 """Request and reply (``consume_and_reply``): the reply is stored before the request is acknowledged.
 
-On the embedded broker, on a broker with only the base contract (the fallback), and on the machine's
-real RabbitMQ, where the reply travels on the consumer's own connection, a long handler keeps that
-connection through its heartbeats, and a connection cut while a handler runs loses nothing.
+On the embedded broker, on a broker with only the base contract, and on the machine's real RabbitMQ,
+where the handler runs in the consuming thread: a long handler keeps its connection through its
+heartbeats, and a connection cut while a handler runs loses nothing.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from librarian.errors import InvalidInputError
 from librarian.runtime.broker.base import Broker, QueueName
 from librarian.runtime.broker.memory import InMemoryBroker
-from librarian.runtime.broker.replies import ReplyBroker, ReplyHandler, consume_and_reply
+from librarian.runtime.broker.replies import ReplyHandler, consume_and_reply
 from tests.runtime.test_broker_batches import OnlyTheContract
 from tests.runtime.test_broker_memory import STOP_PROMPTNESS_SECONDS, Recorder, wait_until
 
@@ -64,11 +63,10 @@ def drain(broker: Broker, queue: QueueName, count: int) -> list[dict[str, Any]]:
     return received.messages
 
 
-@pytest.mark.parametrize("plain", [False, True], ids=["in-memory", "base-contract-fallback"])
+@pytest.mark.parametrize("plain", [False, True], ids=["in-memory", "base-contract-only"])
 def test_replies_are_published_and_none_sends_nothing(plain: bool) -> None:
     inner = InMemoryBroker()
     broker: Broker = OnlyTheContract(inner) if plain else inner
-    assert isinstance(broker, ReplyBroker) is not plain
     for i in range(1, 5):
         broker.publish("dispatch", {"id": i})
     with answering(broker, double_odd_ids):
@@ -94,12 +92,26 @@ def test_a_failing_handler_gets_its_request_again_and_sends_no_reply() -> None:
     assert broker.message_count("results") == 0
 
 
-def test_bad_arguments_are_refused() -> None:
-    broker = InMemoryBroker()
-    with pytest.raises(InvalidInputError, match="unknown queue"):
-        broker.consume_and_reply("dispatch", double_odd_ids, "replies", threading.Event())  # type: ignore[arg-type]
-    with pytest.raises(InvalidInputError, match="prefetch"):
-        broker.consume_and_reply("dispatch", double_odd_ids, "results", threading.Event(), prefetch=0)
+def test_an_unknown_reply_queue_leaves_the_request_unacknowledged() -> None:
+    broker = InMemoryBroker(redelivery_delay=0.05)
+    calls: list[int] = []
+
+    def answer(message: dict[str, Any]) -> dict[str, Any]:
+        calls.append(message["id"])
+        return {"id": message["id"]}
+
+    broker.publish("dispatch", {"id": 3})
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=lambda: consume_and_reply(broker, "dispatch", answer, "replies", stop),  # type: ignore[arg-type]
+        daemon=True,
+    )
+    thread.start()
+    wait_until(lambda: len(calls) >= 2, what="the request delivered again")
+    stop.set()
+    thread.join(5)
+    assert set(calls) == {3}
+    assert broker.message_count("results") == 0
 
 
 # -- RabbitMQ ------------------------------------------------------------------------------------
@@ -118,14 +130,17 @@ from tests.runtime.test_broker_rabbitmq import (  # noqa: E402
 __all__ = ["proxy", "topology"]  # fixtures, used by name
 
 
-def test_rabbitmq_replies_on_the_consumers_own_connection(topology: Topology, proxy: TcpProxy) -> None:
+def test_rabbitmq_replies_are_stored_before_requests_are_acknowledged(
+    topology: Topology, proxy: TcpProxy
+) -> None:
     direct = topology.broker()
     through_proxy = topology.broker(proxy.url(RABBITMQ_URL))
     for i in range(1, 7):
         direct.publish("dispatch", {"id": i})
     with answering(through_proxy, double_odd_ids):
         wait_until(lambda: direct.message_count("results") == 3, what="three replies")
-    assert proxy.accepted == 1, "one connection consumed, replied and acknowledged"
+    # One connection consumed and acknowledged; the replies went out on the thread's publishing one.
+    assert proxy.accepted == 2
     replies = drain(direct, "results", 3)
     assert sorted(reply["double"] for reply in replies) == [2, 6, 10]
     assert _queue_state(topology.dispatch_queue) == (0, 0), "every request acknowledged"
@@ -152,7 +167,7 @@ def test_rabbitmq_a_long_handler_keeps_its_connection_and_then_replies(
         wait_until(lambda: direct.message_count("results") == 1, 15, "the reply")
         threading.Event().wait(0.5)  # a redelivery would show by now
     assert calls == [1], "a dropped connection would have redelivered the request"
-    assert proxy.accepted == 1, "the consumer's connection was never replaced"
+    assert proxy.accepted == 2, "the consumer's connection was never replaced (the other: the reply's)"
     assert _queue_state(topology.dispatch_queue) == (0, 0)
     direct.close()
     broker.close()
@@ -169,12 +184,12 @@ def test_rabbitmq_a_connection_cut_during_a_handler_loses_no_reply(
     def cut_then_answer(message: dict[str, Any]) -> dict[str, Any]:
         calls.append(message["id"])
         if len(calls) == 1:
-            proxy.cut()  # the consumer's channel is gone before the reply can go out on it
+            proxy.cut()  # the consumer's connection is gone before the request can be acknowledged
         return {"id": message["id"], "call": len(calls)}
 
     with answering(through_proxy, cut_then_answer):
-        # The first reply goes out on a publishing connection of its own; the request, never
-        # acknowledged, comes back to the reconnected consumer and is answered again.
+        # The first reply goes out on a new publishing connection; the request, never acknowledged,
+        # comes back to the reconnected consumer and is answered again (at least once).
         wait_until(lambda: len(calls) == 2, 15, "the redelivered request")
         wait_until(lambda: direct.message_count("results") == 2, what="both replies")
     assert sorted(reply["call"] for reply in drain(direct, "results", 2)) == [1, 2]

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from librarian.errors import BackendUnavailableError
 from librarian.runtime import attempts, store
 from librarian.runtime.claims import Claims
 from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
@@ -138,3 +139,19 @@ def test_a_claim_retried_after_a_lost_answer_is_still_the_claimers(
     assert "connection lost; retrying" in caplog.text
     assert again and not other
     assert kinds.count("started") == 1 and kinds[-1] == "stale_dispatch_ignored"
+
+
+@pytest.mark.postgres
+def test_a_claim_after_close_is_refused_as_unavailable(postgres_url: str) -> None:
+    # What an executor thread still running when its worker stops meets: a clear error (the message
+    # is redelivered to another worker), not a crash on a closed connection.
+    engine, sessions = open_database(postgres_url)
+    claims = Claims(sessions, lease_seconds=30)
+    _, first = dispatched(sessions)
+    assert claims.claim(first, worker="exec")  # this thread now keeps a connection
+    _, second = dispatched(sessions)
+    claims.close()
+
+    with pytest.raises(BackendUnavailableError, match="claims are closed"):
+        claims.claim(second, worker="exec")
+    engine.dispose()

@@ -3,7 +3,7 @@
 On PostgreSQL a claim and its ``started`` event are one statement
 (:data:`~librarian.runtime.attempts.CLAIM_AND_LOG`), atomic on its own. :class:`Claims` runs it in
 autocommit on a driver connection each executor thread keeps between tasks, not pinged before each
-use, as a server-side prepared statement compiled once: one round trip per task instead of four (the
+use, compiled once (and prepared server-side by psycopg): one round trip per task instead of four (the
 pool's pre-ping, ``BEGIN``, the statement, ``COMMIT``), and none of SQLAlchemy's per-execution work,
 which together had been a third of an executor's CPU for a no-op task. A connection found broken is
 replaced and the claim tried once more; the claim is a compare-and-set, so trying it twice can never
@@ -60,7 +60,7 @@ class Claims:
 
         Returns ``False``, after logging why in the event log, when the attempt is no longer current.
         """
-        if self._engine is None:
+        if self._statement is None:  # not PostgreSQL
             with self._sessions.begin() as session:
                 return attempts.mark_in_progress(
                     session, spec, worker=worker, lease_seconds=self._lease_seconds
@@ -72,7 +72,8 @@ class Claims:
         return False
 
     def close(self) -> None:
-        """Close the kept connections (the executors have stopped)."""
+        """Close the kept connections (the executors have stopped); later claims raise
+        :class:`~librarian.errors.BackendUnavailableError` on PostgreSQL."""
         with self._lock:
             kept, self._kept = self._kept, set()
             self._engine = None
@@ -92,10 +93,12 @@ class Claims:
             params = {**bound, "p_data": json.dumps(bound["p_data"])}
             kept = self._connection()
             driver = kept.driver_connection  # psycopg's: its execute is all the work a claim needs
-            assert driver is not None
+            if driver is None:  # closed by ``close`` while this thread was still running
+                raise BackendUnavailableError("the executors' claims are closed")
             try:
                 with driver.cursor() as cursor:
-                    cursor.execute(sql, params, prepare=True)
+                    # Prepared server-side after a few runs, as psycopg does with every statement.
+                    cursor.execute(sql, params)
                     if cursor.fetchone() is not None:
                         return True
             except Exception:

@@ -324,7 +324,9 @@ class WorkerGroup:
             self.listener.stop(timeout)
         for thread in self.threads:
             thread.join(timeout)
-        if self.claims is not None:
+        if self.claims is not None and not any(thread.is_alive() for thread in self.threads):
+            # A thread still claiming would wait on (or find closed) its connection; the process
+            # exiting closes them then.
             self.claims.close()
 
     def wait(self) -> None:

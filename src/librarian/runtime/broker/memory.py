@@ -21,7 +21,6 @@ from typing import Any
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.broker.base import Handler, QueueName
 from librarian.runtime.broker.batches import BatchHandler
-from librarian.runtime.broker.replies import ReplyHandler
 
 logger = logging.getLogger(__name__)
 
@@ -149,32 +148,6 @@ class InMemoryBroker:
         if prefetch < 1:
             raise InvalidInputError(f"prefetch must be at least 1, got {prefetch}")
         self._consume(queue, lambda batch: handler(batch[0]), stop, max_batch=1)
-
-    def consume_and_reply(
-        self,
-        queue: QueueName,
-        handler: ReplyHandler,
-        reply_to: QueueName,
-        stop: threading.Event,
-        *,
-        prefetch: int = 1,
-    ) -> None:
-        """Like :meth:`consume`; what ``handler`` returns (unless ``None``) is published to ``reply_to``
-        before the message counts as acknowledged.
-
-        Raises:
-            InvalidInputError: unknown queue or ``prefetch`` below 1.
-        """
-        if prefetch < 1:
-            raise InvalidInputError(f"prefetch must be at least 1, got {prefetch}")
-        self._queue(reply_to)
-
-        def answer(batch: list[dict[str, Any]]) -> None:
-            reply = handler(batch[0])
-            if reply is not None:
-                self.publish(reply_to, reply)
-
-        self._consume(queue, answer, stop, max_batch=1)
 
     def consume_batches(
         self, queue: QueueName, handler: BatchHandler, stop: threading.Event, *, max_batch: int = 50

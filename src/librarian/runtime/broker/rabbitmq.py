@@ -32,7 +32,6 @@ from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.broker.base import Handler, QueueName
 from librarian.runtime.broker.batches import BatchHandler
 from librarian.runtime.broker.memory import QUEUE_NAMES, encode_message
-from librarian.runtime.broker.replies import ReplyHandler
 
 logger = logging.getLogger(__name__)
 
@@ -131,9 +130,8 @@ class RabbitMQBroker:
                 was closed.
         """
         self._queue_name(queue)
-        self._publish_body(queue, encode_message(queue, message).encode())
+        body = encode_message(queue, message).encode()
 
-    def _publish_body(self, queue: QueueName, body: bytes) -> None:
         def send() -> None:
             channel = self._publisher_channel()
             channel.basic_publish(self._exchange, queue, body, properties=_PERSISTENT, mandatory=True)
@@ -271,36 +269,6 @@ class RabbitMQBroker:
             raise InvalidInputError(f"max_batch must be at least 1, got {max_batch}")
         self._consume(queue, handler, stop, prefetch=max_batch, max_batch=max_batch)
 
-    def consume_and_reply(
-        self,
-        queue: QueueName,
-        handler: ReplyHandler,
-        reply_to: QueueName,
-        stop: threading.Event,
-        *,
-        prefetch: int = 1,
-    ) -> None:
-        """Like :meth:`consume`; each reply ``handler`` returns goes to ``reply_to`` before the ack.
-
-        The reply is published on the consumer's own channel (in confirm mode), then the request is
-        acknowledged on it: no second connection per message. A reply the channel cannot deliver
-        (a lost connection, a nack, a deleted queue) is published again through :meth:`publish`, which
-        retries on a connection of its own; the request is then acknowledged, or, when its channel is
-        gone, redelivered (at least once, never lost).
-
-        Raises:
-            InvalidInputError: unknown queue or ``prefetch`` below 1.
-        """
-        if prefetch < 1:
-            raise InvalidInputError(f"prefetch must be at least 1, got {prefetch}")
-        self._queue_name(reply_to)
-        with self._keeper() as keeper:
-
-            def serve(connection: Any, channel: Any, queue_name: str) -> None:
-                self._answer_on(connection, channel, queue_name, handler, reply_to, stop, keeper)
-
-            self._keep_consuming(queue, stop, prefetch, serve)
-
     def _consume(
         self,
         queue: QueueName,
@@ -310,116 +278,34 @@ class RabbitMQBroker:
         prefetch: int,
         max_batch: int,
     ) -> None:
-        with self._keeper() as keeper:
-
-            def serve(connection: Any, channel: Any, queue_name: str) -> None:
-                self._consume_on(connection, channel, queue_name, handler, stop, keeper, max_batch)
-
-            self._keep_consuming(queue, stop, prefetch, serve)
-
-    def _keeper(self) -> _ConnectionKeeper:
-        """A keeper for one consumer's connection: it services it every quarter of a heartbeat."""
-        return _ConnectionKeeper(self._heartbeat / 4 if self._heartbeat else 5.0)
-
-    def _keep_consuming(
-        self,
-        queue: QueueName,
-        stop: threading.Event,
-        prefetch: int,
-        serve: Callable[[Any, Any, str], None],
-    ) -> None:
-        """Open a consumer connection and ``serve(connection, channel, queue_name)`` on it; after a lost
-        connection, open a new one (with backoff) and serve again, until ``stop`` is set."""
         queue_name = self._queue_name(queue)
         backoff = _FIRST_BACKOFF_SECONDS
-        while not self._stopping(stop):
-            connection = None
-            try:
-                connection = self._connect(f"consumer:{queue}")
-                channel = connection.channel()
-                self._declare_topology(channel)
-                channel.basic_qos(prefetch_count=prefetch)
-                backoff = _FIRST_BACKOFF_SECONDS
-                serve(connection, channel, queue_name)
-            except _RECOVERABLE as exc:
-                if self._stopping(stop):
-                    break
-                logger.warning(
-                    "consumer of %s lost RabbitMQ at %s (%r); reconnecting in %.1fs",
-                    queue_name,
-                    redact_url(self._url),
-                    exc,
-                    backoff,
-                )
-                stop.wait(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
-            finally:
-                if connection is not None:
-                    _close_quietly(connection)
-
-    def _answer_on(
-        self,
-        connection: Any,
-        channel: Any,
-        queue_name: str,
-        handler: ReplyHandler,
-        reply_to: QueueName,
-        stop: threading.Event,
-        keeper: _ConnectionKeeper,
-    ) -> None:
-        channel.confirm_delivery()  # replies are confirmed, as :meth:`publish` confirms
-        deliveries = channel.consume(queue_name, inactivity_timeout=_POLL_SECONDS)
-        for method, _properties, body in deliveries:
-            if method is not None:
-                self._answer(
-                    connection, channel, queue_name, method.delivery_tag, body, handler, reply_to, keeper
-                )
-            if self._stopping(stop):
-                break
-        channel.cancel()
-
-    def _answer(
-        self,
-        connection: Any,
-        channel: Any,
-        queue_name: str,
-        tag: int,
-        body: bytes,
-        handler: ReplyHandler,
-        reply_to: QueueName,
-        keeper: _ConnectionKeeper,
-    ) -> None:
-        """Handle one request in this thread, send its reply, then acknowledge it."""
-        message = decode_message(body)
-        if message is None:
-            logger.error("dropping a malformed message on %s (not a JSON object): %.200r", queue_name, body)
-            channel.basic_reject(tag, requeue=False)
-            return
-        try:
-            with keeper.lending(connection):
-                reply = handler(message)
-            encoded = None if reply is None else encode_message(reply_to, reply).encode()
-        except Exception:
-            logger.warning("handler failed on a %s message; redelivering it", queue_name, exc_info=True)
-            connection.sleep(self._redelivery_delay)
-            channel.basic_nack(tag, requeue=True)
-            return
-        if encoded is not None:
-            self._send_reply(channel, reply_to, encoded)
-        channel.basic_ack(tag)
-
-    def _send_reply(self, channel: Any, reply_to: QueueName, body: bytes) -> None:
-        try:
-            channel.basic_publish(self._exchange, reply_to, body, properties=_PERSISTENT, mandatory=True)
-            return
-        except _RECOVERABLE as exc:  # includes NackError and UnroutableError
-            failure = exc
-        logger.warning(
-            "sending a reply to %s on the consumer's channel failed (%r); retrying", reply_to, failure
-        )
-        self._publish_body(reply_to, body)
-        if not channel.is_open:
-            raise failure  # the request cannot be acknowledged now: it comes back (at least once)
+        # Services the connection while a handler runs in this thread (every quarter of a heartbeat).
+        with _ConnectionKeeper(self._heartbeat / 4 if self._heartbeat else 5.0) as keeper:
+            while not self._stopping(stop):
+                connection = None
+                try:
+                    connection = self._connect(f"consumer:{queue}")
+                    channel = connection.channel()
+                    self._declare_topology(channel)
+                    channel.basic_qos(prefetch_count=prefetch)
+                    backoff = _FIRST_BACKOFF_SECONDS
+                    self._consume_on(connection, channel, queue_name, handler, stop, keeper, max_batch)
+                except _RECOVERABLE as exc:
+                    if self._stopping(stop):
+                        break
+                    logger.warning(
+                        "consumer of %s lost RabbitMQ at %s (%r); reconnecting in %.1fs",
+                        queue_name,
+                        redact_url(self._url),
+                        exc,
+                        backoff,
+                    )
+                    stop.wait(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+                finally:
+                    if connection is not None:
+                        _close_quietly(connection)
 
     def _consume_on(
         self,
@@ -607,10 +493,15 @@ class _ConnectionKeeper:
     def _run(self) -> None:
         while not self._done.wait(self._interval):
             with self._lock:
-                if self._lent is not None:
-                    # A lost connection shows again when the handler's thread replies; it reconnects then.
-                    with contextlib.suppress(*_RECOVERABLE):
-                        self._lent.process_data_events(time_limit=0)
+                if self._lent is None:
+                    continue
+                try:
+                    self._lent.process_data_events(time_limit=0)
+                except _RECOVERABLE:
+                    pass  # a lost connection shows again when the consuming thread acknowledges
+                except Exception:
+                    # Dying here would stop the heartbeats of every later handler of this consumer.
+                    logger.exception("servicing a consumer's connection during its handler failed")
 
 
 def _close_quietly(connection: Any) -> None:

@@ -1,18 +1,18 @@
-"""Request and reply: consume a queue, and send each handler's answer on before acknowledging.
+"""Request and reply: consume a queue, and store each handler's answer before acknowledging.
 
-An executor answers every dispatch message with a result message. Both built-in brokers offer
-``consume_and_reply``, which publishes the answer (stored, confirmed) and then acknowledges the
-request in the consuming thread, on the consumer's own connection: no hand-off between threads and no
-second connection per message. :func:`consume_and_reply` falls back to ``consume`` plus ``publish`` for
-a broker that has only the base contract. Either way the guarantee is the same: a request is
-acknowledged only once its reply is stored, so a crash in between runs it again, never loses it.
+An executor answers every dispatch message with a result message. :func:`consume_and_reply` runs
+``consume`` with a handler that publishes the answer (``publish`` returns once the broker stored it)
+and only then returns, which acknowledges the request: a crash in between runs it again, never loses
+it. On RabbitMQ the reply goes out on the consuming thread's own publishing connection, never on the
+consumer's: RabbitMQ blocks publishing connections during a resource alarm, and a consumer blocked
+that way could not acknowledge either.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from librarian.runtime.broker.base import Broker, QueueName
 
@@ -21,23 +21,6 @@ ReplyHandler = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 Returning acknowledges the message (after the reply is stored); raising makes it be redelivered.
 """
-
-
-@runtime_checkable
-class ReplyBroker(Protocol):
-    """A broker that publishes a handler's reply and acknowledges its request in one place."""
-
-    def consume_and_reply(
-        self,
-        queue: QueueName,
-        handler: ReplyHandler,
-        reply_to: QueueName,
-        stop: threading.Event,
-        *,
-        prefetch: int = 1,
-    ) -> None:
-        """Like ``consume``; each reply goes to ``reply_to``, stored before the request is acknowledged."""
-        ...
 
 
 def consume_and_reply(
@@ -51,12 +34,9 @@ def consume_and_reply(
 ) -> None:
     """Deliver ``queue``'s messages to ``handler`` and send its replies to ``reply_to`` until ``stop``.
 
-    Uses the broker's own ``consume_and_reply`` when it has one, else ``consume`` with a handler that
-    publishes (``publish`` returns once the reply is stored, and returning then acknowledges).
+    Blocks the caller like ``consume``; a reply that cannot be stored (``publish`` raised) leaves its
+    request unacknowledged, to be delivered again.
     """
-    if isinstance(broker, ReplyBroker):
-        broker.consume_and_reply(queue, handler, reply_to, stop, prefetch=prefetch)
-        return
 
     def handle(message: dict[str, Any]) -> None:
         reply = handler(message)
