@@ -90,9 +90,9 @@ class Services:
 def executor_handler(services: Services, name: str, claims: Claims) -> ReplyHandler:
     """The handler of dispatch messages for the executor called ``name``: it returns the result message.
 
-    The broker publishes that reply to the results queue before it acknowledges the dispatch message
-    (:func:`~librarian.runtime.broker.replies.consume_and_reply`): a crash in between re-runs the
-    task, never loses it. ``claims`` is shared by the executors of a process, which closes it once
+    :func:`~librarian.runtime.broker.replies.consume_and_reply` publishes that reply to the results
+    queue before the dispatch message is acknowledged: a crash in between re-runs the task, never
+    loses it. ``claims`` is shared by the executors of a process, which closes it once
     they have stopped.
     """
     keeper = LeaseKeeper(services, name)
