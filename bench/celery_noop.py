@@ -37,6 +37,7 @@ from typing import Any
 import celery
 from celery import Celery
 from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import ProgrammingError
 
 from bench.machine_cpu import busy_seconds, tree_cpu_seconds
 from bench.runtime_overhead import fresh_database
@@ -125,8 +126,11 @@ def run_batch(tasks: int, timeout: float, database: Engine | None = None) -> flo
     count = text("SELECT status, count(*) FROM celery_taskmeta WHERE task_id = ANY(:ids) GROUP BY status")
     deadline, pause = started + timeout, 0.02
     while True:
-        with database.connect() as connection:
-            states: dict[str, int] = dict(connection.execute(count, {"ids": ids}).tuples().all())
+        try:
+            with database.connect() as connection:
+                states: dict[str, int] = dict(connection.execute(count, {"ids": ids}).tuples().all())
+        except ProgrammingError:
+            states = {}  # the workers have not created the backend's table yet
         if states.get("FAILURE"):
             raise RuntimeError("a no-op task failed")
         if states.get("SUCCESS", 0) == tasks:
