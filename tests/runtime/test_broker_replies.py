@@ -24,14 +24,14 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @contextmanager
-def answering(broker: Broker, handler: ReplyHandler) -> Iterator[None]:
-    """Run ``consume_and_reply(dispatch -> results)`` in a thread; on exit require a prompt return."""
+def answering(broker: Broker, handler: ReplyHandler, reply_to: Any = "results") -> Iterator[None]:
+    """Run ``consume_and_reply(dispatch -> reply_to)`` in a thread; on exit require a prompt return."""
     stop = threading.Event()
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            consume_and_reply(broker, "dispatch", handler, "results", stop)
+            consume_and_reply(broker, "dispatch", handler, reply_to, stop)
         except BaseException as exc:  # reported to the test below, not swallowed
             errors.append(exc)
 
@@ -101,15 +101,8 @@ def test_an_unknown_reply_queue_leaves_the_request_unacknowledged() -> None:
         return {"id": message["id"]}
 
     broker.publish("dispatch", {"id": 3})
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=lambda: consume_and_reply(broker, "dispatch", answer, "replies", stop),  # type: ignore[arg-type]
-        daemon=True,
-    )
-    thread.start()
-    wait_until(lambda: len(calls) >= 2, what="the request delivered again")
-    stop.set()
-    thread.join(5)
+    with answering(broker, answer, reply_to="replies"):
+        wait_until(lambda: len(calls) >= 2, what="the request delivered again")
     assert set(calls) == {3}
     assert broker.message_count("results") == 0
 

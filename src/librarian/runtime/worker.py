@@ -30,7 +30,7 @@ from librarian.errors import BackendUnavailableError, InvalidInputError, Librari
 from librarian.runtime import attempts, store, wakeup
 from librarian.runtime.broker.base import Broker, Handler
 from librarian.runtime.broker.batches import BatchBroker, BatchHandler
-from librarian.runtime.broker.replies import ReplyHandler, consume_and_reply
+from librarian.runtime.broker.replies import ReplyHandler, replying
 from librarian.runtime.claims import Claims
 from librarian.runtime.contracts import ExecutionResult, TaskSpec
 from librarian.runtime.correctors import CorrectorRegistry
@@ -90,7 +90,7 @@ class Services:
 def executor_handler(services: Services, name: str, claims: Claims) -> ReplyHandler:
     """The handler of dispatch messages for the executor called ``name``: it returns the result message.
 
-    :func:`~librarian.runtime.broker.replies.consume_and_reply` publishes that reply to the results
+    :func:`~librarian.runtime.broker.replies.replying` publishes that reply to the results
     queue before the dispatch message is acknowledged: a crash in between re-runs the task, never
     loses it. ``claims`` is shared by the executors of a process, which closes it once
     they have stopped.
@@ -302,8 +302,10 @@ class WorkerGroup:
                 self.services.sessions, lease_seconds=self.services.settings.runtime_lease_seconds
             )
             for index in range(executor_threads):
-                dispatch = executor_handler(self.services, worker_name(f"executor{index}"), self.claims)
-                self._spawn(f"executor{index}", functools.partial(self._execute, dispatch))
+                executor = executor_handler(self.services, worker_name(f"executor{index}"), self.claims)
+                # Each result is stored in the results queue before its dispatch message is acked.
+                dispatch = replying(self.services.broker, executor, "results")
+                self._spawn(f"executor{index}", functools.partial(self._consume, "dispatch", dispatch))
 
     def wake(self) -> None:
         """Wake the orchestrator of this group, if it has one."""
@@ -354,16 +356,6 @@ class WorkerGroup:
                 broker.consume_batches(queue, handler, self.stop_event, max_batch=_RESULT_BATCH)
             except Exception:
                 logger.exception("consuming %s failed; retrying", queue)
-                self.stop_event.wait(1.0)
-
-    def _execute(self, handler: ReplyHandler) -> None:
-        """Run dispatched tasks; each result is stored in the results queue before its dispatch is acked."""
-        while not self.stop_event.is_set():
-            try:
-                consume_and_reply(self.services.broker, "dispatch", handler, "results", self.stop_event)
-            except Exception:
-                # It reconnects by itself; this guards against anything it could not handle.
-                logger.exception("consuming dispatch failed; retrying")
                 self.stop_event.wait(1.0)
 
     def _consume(self, queue: Literal["dispatch", "results"], handler: Handler) -> None:

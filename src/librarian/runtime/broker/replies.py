@@ -1,7 +1,7 @@
 """Request and reply: consume a queue, and store each handler's answer before acknowledging.
 
-An executor answers every dispatch message with a result message. :func:`consume_and_reply` runs
-``consume`` with a handler that publishes the answer (``publish`` returns once the broker stored it)
+An executor answers every dispatch message with a result message. :func:`replying` turns its handler
+into a consumer handler that publishes the answer (``publish`` returns once the broker stored it)
 and only then returns, which acknowledges the request: a crash in between runs it again, never loses
 it. On RabbitMQ the reply goes out on the consuming thread's own publishing connection, never on the
 consumer's: RabbitMQ blocks publishing connections during a resource alarm, and a consumer blocked
@@ -14,13 +14,28 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from librarian.runtime.broker.base import Broker, QueueName
+from librarian.runtime.broker.base import Broker, Handler, QueueName
 
 ReplyHandler = Callable[[dict[str, Any]], dict[str, Any] | None]
 """Handles one decoded JSON message and returns the reply to send, or ``None`` to send none.
 
 Returning acknowledges the message (after the reply is stored); raising makes it be redelivered.
 """
+
+
+def replying(broker: Broker, handler: ReplyHandler, reply_to: QueueName) -> Handler:
+    """``handler`` as a plain consumer handler: its reply is published to ``reply_to`` before it returns.
+
+    ``publish`` returns once the broker stored the reply; if it raises, the request stays
+    unacknowledged and is delivered again.
+    """
+
+    def handle(message: dict[str, Any]) -> None:
+        reply = handler(message)
+        if reply is not None:
+            broker.publish(reply_to, reply)
+
+    return handle
 
 
 def consume_and_reply(
@@ -34,13 +49,6 @@ def consume_and_reply(
 ) -> None:
     """Deliver ``queue``'s messages to ``handler`` and send its replies to ``reply_to`` until ``stop``.
 
-    Blocks the caller like ``consume``; a reply that cannot be stored (``publish`` raised) leaves its
-    request unacknowledged, to be delivered again.
+    Blocks the caller like ``consume`` (see :func:`replying`).
     """
-
-    def handle(message: dict[str, Any]) -> None:
-        reply = handler(message)
-        if reply is not None:
-            broker.publish(reply_to, reply)
-
-    broker.consume(queue, handle, stop, prefetch=prefetch)
+    broker.consume(queue, replying(broker, handler, reply_to), stop, prefetch=prefetch)
