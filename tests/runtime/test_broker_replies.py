@@ -1,4 +1,4 @@
-"""Request and reply (``consume_and_reply``): the reply is stored before the request is acknowledged.
+"""Request and reply (``replying``): the reply is stored before the request is acknowledged.
 
 On the embedded broker, on a broker with only the base contract, and on the machine's real RabbitMQ,
 where the handler runs in the consuming thread: a long handler keeps its connection through its
@@ -16,7 +16,7 @@ import pytest
 
 from librarian.runtime.broker.base import Broker, QueueName
 from librarian.runtime.broker.memory import InMemoryBroker
-from librarian.runtime.broker.replies import ReplyHandler, consume_and_reply
+from librarian.runtime.broker.replies import ReplyHandler, replying
 from tests.runtime.test_broker_batches import OnlyTheContract
 from tests.runtime.test_broker_memory import STOP_PROMPTNESS_SECONDS, Recorder, wait_until
 
@@ -25,13 +25,13 @@ pytestmark = pytest.mark.timeout(120)
 
 @contextmanager
 def answering(broker: Broker, handler: ReplyHandler, reply_to: Any = "results") -> Iterator[None]:
-    """Run ``consume_and_reply(dispatch -> reply_to)`` in a thread; on exit require a prompt return."""
+    """Consume ``dispatch`` with ``replying(handler)`` in a thread; on exit require a prompt return."""
     stop = threading.Event()
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            consume_and_reply(broker, "dispatch", handler, reply_to, stop)
+            broker.consume("dispatch", replying(broker, handler, reply_to), stop)
         except BaseException as exc:  # reported to the test below, not swallowed
             errors.append(exc)
 
@@ -42,8 +42,8 @@ def answering(broker: Broker, handler: ReplyHandler, reply_to: Any = "results") 
     finally:
         stop.set()
         thread.join(STOP_PROMPTNESS_SECONDS + 2.0)
-        assert not thread.is_alive(), "consume_and_reply did not return after stop was set"
-        assert not errors, f"consume_and_reply raised {errors[0]!r}"
+        assert not thread.is_alive(), "consume did not return after stop was set"
+        assert not errors, f"consume raised {errors[0]!r}"
 
 
 def double_odd_ids(message: dict[str, Any]) -> dict[str, Any] | None:

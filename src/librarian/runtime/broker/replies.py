@@ -10,7 +10,6 @@ that way could not acknowledge either.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,19 +35,3 @@ def replying(broker: Broker, handler: ReplyHandler, reply_to: QueueName) -> Hand
             broker.publish(reply_to, reply)
 
     return handle
-
-
-def consume_and_reply(
-    broker: Broker,
-    queue: QueueName,
-    handler: ReplyHandler,
-    reply_to: QueueName,
-    stop: threading.Event,
-    *,
-    prefetch: int = 1,
-) -> None:
-    """Deliver ``queue``'s messages to ``handler`` and send its replies to ``reply_to`` until ``stop``.
-
-    Blocks the caller like ``consume`` (see :func:`replying`).
-    """
-    broker.consume(queue, replying(broker, handler, reply_to), stop, prefetch=prefetch)
