@@ -6,6 +6,7 @@ import os
 import resource
 import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -89,6 +90,38 @@ def test_a_killed_server_is_replaced_and_its_orphan_killed(servers: ForkServers,
     code, text = run(servers, ["echo", "again"], profile(256), tmp_path)
     assert (code, text) == (0, "again\n")
     assert servers.server_pids() != [server]
+
+
+def test_a_server_whose_socket_closed_is_replaced_before_its_exit_can_be_reaped(tmp_path: Path) -> None:
+    # A SIGKILLed server's socket closes before the kernel makes it a zombie; on a busy machine a spawn
+    # can fall in between, when poll() still says the server runs. Stand in for that moment: a live
+    # process whose socket's far end is closed.
+    server = ForkServer(profile(256))
+    still_running = subprocess.Popen(["sleep", "60"])
+    control, far_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    far_end.close()
+    server._control, server._process = control, still_running
+    read, write = os.pipe()
+    try:
+        with open(os.devnull, "rb") as devnull:
+            program = server.spawn(
+                ["echo", "replaced"],
+                cwd=tmp_path,
+                env={"PATH": os.defpath},
+                stdin=devnull.fileno(),
+                stdout=write,
+                stderr=write,
+            )
+        os.close(write)
+        assert program.wait() == 0
+        program.close()
+        with os.fdopen(read, "rb") as reader:
+            assert reader.read() == b"replaced\n"
+        assert server.pid not in (None, still_running.pid)
+    finally:
+        server.close()
+        still_running.kill()
+        still_running.wait()
 
 
 def test_a_retired_server_finishes_its_running_program_then_exits(

@@ -191,8 +191,12 @@ class ForkServer:
         """Send one request, starting (or restarting) the server when needed; called under the lock."""
         if self.retiring:
             raise _RetiredError  # starting it again would leave a server no pool knows about
+        gone = False
         for attempt in (1, 2):
-            if self._control is None or (self._process is not None and self._process.poll() is not None):
+            # A killed server's socket closes before its exit can be reaped: in that window poll()
+            # still says it runs, so a send that found the socket gone is what replaces it.
+            exited = self._process is not None and self._process.poll() is not None
+            if gone or exited or self._control is None:
                 self._start()
             assert self._control is not None
             try:
