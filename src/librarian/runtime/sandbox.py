@@ -36,7 +36,6 @@ import os
 import re
 import resource
 import select
-import selectors
 import shutil
 import signal
 import socket
@@ -379,7 +378,7 @@ class EnvironmentManager:
                 hint="use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
             )
         directory = self.root / workflow_id
-        (directory / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
+        _ensure_tmp(directory)
         return Workspace(root=directory, workflow_id=workflow_id)
 
     def environment(self, workspace: Workspace, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -444,7 +443,7 @@ class EnvironmentManager:
         _check_limits(limits)
         args = _checked_argv(argv)
         env = self.environment(workspace, env_overrides)
-        (workspace.root / "tmp").mkdir(parents=True, exist_ok=True, mode=0o700)
+        _ensure_tmp(workspace.root)  # a task may have removed it
         _find_program(args[0], env["PATH"], workspace)
         if self.closed:
             raise BackendUnavailableError(
@@ -612,16 +611,18 @@ def _collect(
     deadline = started + limits.timeout_seconds
     timed_out = exited = False
     pipe_deadline = math.inf
-    selector = selectors.DefaultSelector()
+    # ``poll`` rather than a ``selectors`` epoll: no descriptor to create and close for every run.
+    poller = select.poll()
+    open_pipes = {stdout, stderr}
     exit_fd = program.exit_fd
     try:
-        for fd in (stdout, stderr):
+        for fd in open_pipes:
             os.set_blocking(fd, False)
-            selector.register(fd, selectors.EVENT_READ)
+            poller.register(fd, select.POLLIN)
         if exit_fd is not None:
-            # Readable once the program exits: the select below wakes at once instead of polling.
-            selector.register(exit_fd, selectors.EVENT_READ)
-        while any(fd != exit_fd for fd in selector.get_map()):
+            # Readable once the program exits: the poll below wakes at once instead of polling.
+            poller.register(exit_fd, select.POLLIN)
+        while open_pipes:
             now = time.monotonic()
             if not timed_out and now >= deadline:
                 timed_out = True
@@ -631,21 +632,21 @@ def _collect(
                 program.kill()  # background children holding the pipes open
                 pipe_deadline = now + _PIPE_GRACE_SECONDS
                 if exit_fd is not None:
-                    selector.unregister(exit_fd)  # stays readable: it would spin the loop
+                    poller.unregister(exit_fd)  # stays readable: it would spin the loop
             if now >= pipe_deadline:
                 break  # a child that left the group with its own setsid keeps them open: abandon it
-            for key, _ in selector.select(timeout=min(0.1, max(0.01, deadline - now))):
-                fd = key.fd
-                if fd == exit_fd:
-                    continue  # handled at the top of the loop
+            for fd, _ in poller.poll(1000 * min(0.1, max(0.01, deadline - now))):
+                if fd == exit_fd or fd not in open_pipes:
+                    continue  # the exit is handled at the top of the loop
                 try:
                     data = os.read(fd, _READ_CHUNK)
                 except BlockingIOError:
                     continue
                 if data:
                     captures[fd].add(data)
-                else:
-                    selector.unregister(fd)
+                else:  # end of file (a pipe whose writers are gone reports POLLHUP)
+                    poller.unregister(fd)
+                    open_pipes.discard(fd)
         # The pipes are closed, but the program may run on without them until the deadline. (Pipes
         # usually close a moment before the exit can be waited for, so this is reached every time.)
         pause = 0.0005
@@ -656,12 +657,13 @@ def _collect(
                 program.kill()
             wait = max(0.0, deadline - now) if not timed_out else 0.02
             if exit_fd is not None:
-                select.select([exit_fd], [], [], min(wait, 1.0))
+                # The pipes are unregistered by now: this waits on the exit alone (``poll``, not
+                # ``select``, which cannot watch a descriptor numbered 1024 or above).
+                poller.poll(1000 * min(wait, 1.0))
             else:
                 time.sleep(min(pause, wait or pause))
                 pause = min(pause * 2, 0.02)
     finally:
-        selector.close()
         program.kill()
         groups.discard(program)  # before reaping: from then on the pid may be reused
         exit_code = program.wait()
@@ -765,6 +767,26 @@ def _check_limits(limits: SandboxLimits) -> None:
         raise InvalidInputError(f"output_bytes must not be negative, got {limits.output_bytes}")
 
 
+def _ensure_tmp(workspace: Path) -> None:
+    """Create ``workspace/tmp`` (and the workspace) unless it exists: one system call when it does.
+
+    Runs before every task, so the common case skips ``Path.mkdir``'s extra ``stat``.
+    """
+    tmp = os.path.join(workspace, "tmp")
+    try:
+        os.mkdir(tmp, 0o700)
+    except FileExistsError:
+        return
+    except FileNotFoundError:  # a new workspace
+        Path(tmp).mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+# Where each command last found on a PATH lives: ``(program, PATH) -> path``. A later run checks that
+# one file (one ``access``) instead of searching the PATH again (a ``stat`` per directory).
+_FOUND_ON_PATH: dict[tuple[str, str], str] = {}
+_FOUND_ON_PATH_MAX = 1024
+
+
 def _find_program(program: str, path: str, workspace: Workspace) -> None:
     """Fail early with a clear error instead of an exit code 127 the caller has to guess about."""
     if "/" in program:
@@ -772,8 +794,16 @@ def _find_program(program: str, path: str, workspace: Workspace) -> None:
         if candidate.is_file():
             return
         raise CommandNotFoundError(f"program {program!r} does not exist", hint=f"looked at {candidate}")
-    if shutil.which(program, path=path) is None:
+    found = _FOUND_ON_PATH.get((program, path))
+    if found is not None and os.access(found, os.X_OK):
+        return  # the exec searches the PATH itself; this only checks that it will find something
+    found = shutil.which(program, path=path)
+    if found is None:
+        _FOUND_ON_PATH.pop((program, path), None)
         raise CommandNotFoundError(
             f"command {program!r} was not found on the sandbox PATH",
             hint="install it, or give its full path; the PATH is " + path,
         )
+    if len(_FOUND_ON_PATH) >= _FOUND_ON_PATH_MAX:
+        _FOUND_ON_PATH.clear()  # many distinct commands: start again rather than grow without end
+    _FOUND_ON_PATH[(program, path)] = found
