@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -11,9 +13,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.errors import BackendUnavailableError
 from librarian.runtime import attempts, store
-from librarian.runtime.claims import Claims
+from librarian.runtime.claims import BatchClaims, Claims
 from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
 from librarian.runtime.models import Task
+from librarian.runtime.spec import WorkflowBuilder
 from librarian.storage.database import open_database
 from tests.runtime.test_store import two_step_spec
 
@@ -155,3 +158,128 @@ def test_a_claim_after_close_is_refused_as_unavailable(postgres_url: str) -> Non
     with pytest.raises(BackendUnavailableError, match="claims are closed"):
         claims.claim(second, worker="exec")
     engine.dispose()
+
+
+def dispatched_batch(sessions: sessionmaker[Session], tasks: int) -> tuple[uuid.UUID, list[TaskSpec]]:
+    """A fresh workflow of ``tasks`` independent tasks, all dispatched: its id and the messages."""
+    builder = WorkflowBuilder("batch")
+    for index in range(tasks):
+        builder.task(f"t{index}", "command_executor", {"argv": ["true"]})
+    with sessions.begin() as session:
+        workflow_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+        specs = [
+            spec
+            for ready in attempts.ready_tasks(session)
+            if (spec := attempts.dispatch(session, ready, owner="orch", lease_seconds=30)) is not None
+        ]
+    return workflow_id, specs
+
+
+def test_a_batch_is_claimed_in_one_go_and_what_is_not_claimable_is_logged(database_url: str) -> None:
+    engine, sessions = open_database(database_url)
+    claims = Claims(sessions, lease_seconds=30)
+    workflow_id, specs = dispatched_batch(sessions, 4)
+    assert claims.claim(specs[3], worker="exec-0")  # another executor got the last one first
+
+    claimed = claims.claim_many(specs, worker="exec-1")
+    batch_reason = "with a batch of 4" if database_url.startswith("postgresql") else "started by exec-1"
+
+    with sessions() as session:
+        tasks = {str(task.task_id): task for task in store.workflow_tasks(session, workflow_id)}
+        events = {spec.task_id: store.events(session, workflow_id, uuid.UUID(spec.task_id)) for spec in specs}
+    claims.close()
+    engine.dispose()
+    assert claimed == {(spec.task_id, spec.attempt) for spec in specs[:3]}
+    for spec in specs[:3]:
+        assert (tasks[spec.task_id].status, tasks[spec.task_id].lease_owner) == ("in_progress", "exec-1")
+        started = events[spec.task_id][-1]
+        assert (started.kind, started.actor) == ("started", "exec-1")
+        # PostgreSQL claims the batch in one statement; SQLite claims one task at a time.
+        assert batch_reason in started.reason
+    assert tasks[specs[3].task_id].lease_owner == "exec-0"
+    assert [event.kind for event in events[specs[3].task_id]][-2:] == ["started", "stale_dispatch_ignored"]
+
+
+def test_batch_claims_answer_once_per_attempt_and_hand_back_what_never_started(database_url: str) -> None:
+    engine, sessions = open_database(database_url)
+    claims = Claims(sessions, lease_seconds=30)
+    workflow_id, specs = dispatched_batch(sessions, 3)
+    batch = BatchClaims(claims, worker="exec-1")
+    batch.claim_batch(specs)
+
+    assert batch.claim(specs[0], worker="exec-1")
+    assert not batch.claim(specs[0], worker="exec-1"), "a duplicate message in the batch runs nothing"
+    batch.release_unstarted()  # the executor stops before specs[1] and specs[2] start
+    assert not batch.claim(specs[1], worker="exec-1")
+    assert claims.claim(specs[1], worker="exec-2"), "handed back: another executor takes it at once"
+
+    with sessions() as session:
+        tasks = {str(task.task_id): task for task in store.workflow_tasks(session, workflow_id)}
+        released = store.events(session, workflow_id, uuid.UUID(specs[2].task_id))[-1]
+    claims.close()
+    engine.dispose()
+    assert [tasks[spec.task_id].status for spec in specs] == ["in_progress", "in_progress", "dispatched"]
+    assert (tasks[specs[2].task_id].attempt, released.kind, released.actor) == (1, "released", "exec-1")
+    assert "exec-1 is stopping" in released.reason
+
+
+def test_a_batch_task_that_waited_long_renews_its_lease_before_it_runs(database_url: str) -> None:
+    engine, sessions = open_database(database_url)
+    claims = Claims(sessions, lease_seconds=0.9)
+    _, specs = dispatched_batch(sessions, 2)
+    batch = BatchClaims(claims, worker="exec-1")
+    batch.claim_batch(specs)
+    claimed_until = lease_of(sessions, specs[0])
+    time.sleep(0.4)  # the first task ran long: more than a third of the lease has passed...
+    redispatched(sessions, specs[1])  # ...and the orchestrator dispatched the second one again
+
+    assert batch.claim(specs[0], worker="exec-1"), "still held (nobody took it): its lease is renewed"
+    assert not batch.claim(specs[1], worker="exec-1"), "superseded: attempt 2 runs elsewhere"
+    renewed_until = lease_of(sessions, specs[0])
+    claims.close()
+    engine.dispose()
+    assert renewed_until > claimed_until, "the first task's lease was renewed before it ran"
+
+
+def test_a_batch_task_whose_lease_ran_out_does_not_start(database_url: str) -> None:
+    # Even before the orchestrator noticed: it may be dispatching the task again at this moment.
+    engine, sessions = open_database(database_url)
+    claims = Claims(sessions, lease_seconds=0.3)
+    _, specs = dispatched_batch(sessions, 1)
+    batch = BatchClaims(claims, worker="exec-1")
+    batch.claim_batch(specs)
+    time.sleep(0.4)
+    started = batch.claim(specs[0], worker="exec-1")
+    claims.close()
+    engine.dispose()
+    assert not started
+
+
+def redispatched(sessions: sessionmaker[Session], spec: TaskSpec) -> TaskSpec:
+    """What the orchestrator does once ``spec``'s lease ran out: the next attempt, dispatched."""
+    with sessions.begin() as session:
+        task = session.get(Task, uuid.UUID(spec.task_id))
+        assert task is not None
+        again = attempts.redispatch_expired(session, task, owner="orch", lease_seconds=30)
+    assert again is not None
+    return again
+
+
+def lease_of(sessions: sessionmaker[Session], spec: TaskSpec) -> datetime:
+    with sessions() as session:
+        task = session.get(Task, uuid.UUID(spec.task_id))
+        assert task is not None and task.lease_expires_at is not None
+        return task.lease_expires_at
+
+
+def test_of_two_attempts_of_one_task_in_a_batch_only_the_current_one_is_claimed(database_url: str) -> None:
+    engine, sessions = open_database(database_url)
+    claims = Claims(sessions, lease_seconds=30)
+    _, specs = dispatched_batch(sessions, 2)
+    second = redispatched(sessions, specs[0])  # the first attempt's lease ran out
+    assert second.attempt == 2
+    # The stale message of attempt 1 and its re-dispatch arrive in one batch (with another task).
+    claimed = claims.claim_many([specs[0], second, specs[1]], worker="exec-1")
+    claims.close()
+    engine.dispose()
+    assert claimed == {(second.task_id, 2), (specs[1].task_id, specs[1].attempt)}

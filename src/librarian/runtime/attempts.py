@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
+    CTE,
     ColumnElement,
     Insert,
     Select,
@@ -35,8 +36,10 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
+from sqlalchemy.types import Integer, Uuid
 
 from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
 from librarian.runtime.evaluator import Evaluation
@@ -109,6 +112,14 @@ _DISPATCH = (
     )
 )
 
+# What a claim sets: in progress, leased to ``p_owner`` until ``p_expires``.
+_CLAIMED: dict[str, Any] = {
+    "status": TaskStatus.IN_PROGRESS.value,
+    "lease_owner": bindparam("p_owner"),
+    "lease_expires_at": bindparam("p_expires"),
+    "last_update_timestamp": bindparam("p_now"),
+}
+
 _CLAIM = (
     update(_TASKS)
     .where(
@@ -117,12 +128,7 @@ _CLAIM = (
         _TASKS.c.attempt == bindparam("p_attempt"),
         _running_workflow,
     )
-    .values(
-        status=TaskStatus.IN_PROGRESS.value,
-        lease_owner=bindparam("p_owner"),
-        lease_expires_at=bindparam("p_expires"),
-        last_update_timestamp=bindparam("p_now"),
-    )
+    .values(**_CLAIMED)
     .returning(_TASKS.c.workflow_id)
 )
 
@@ -144,6 +150,8 @@ _RENEW = (
     )
     .values(lease_expires_at=bindparam("p_expires"))
 )
+
+_RENEW_UNEXPIRED = _RENEW.where(_TASKS.c.lease_expires_at > bindparam("p_now"))
 
 # The columns of TaskState, in its order; _STATES adds the task id to key the rows.
 _STATE_COLUMNS = [_TASKS.c[name] for name in TaskState._fields]
@@ -285,6 +293,11 @@ def _claim_and_log() -> Insert:
     no row is claimed, no event is written, and nothing is returned.
     """
     claimed = _CLAIM.returning(_TASKS.c.task_id).cte("claimed")
+    return _started_events(claimed).returning(_EVENTS.c.workflow_id)
+
+
+def _started_events(claimed: CTE) -> Insert:
+    """``INSERT INTO task_events`` one ``started`` event per row of ``claimed`` (task_id, workflow_id)."""
     event = select(
         claimed.c.task_id,
         claimed.c.workflow_id,
@@ -297,11 +310,43 @@ def _claim_and_log() -> Insert:
         bindparam("p_data", type_=_EVENTS.c.data.type),
     )
     columns = ["task_id", "workflow_id", "at", "kind", "from_status", "to_status", "actor", "reason", "data"]
-    return insert(_EVENTS).from_select(columns, event).returning(_EVENTS.c.workflow_id)
+    return insert(_EVENTS).from_select(columns, event)
 
 
 # PostgreSQL: the claim and its ``started`` event, one atomic statement (see :mod:`.claims`).
 CLAIM_AND_LOG = _claim_and_log()
+
+
+def _claim_many_and_log() -> Select[Any]:
+    """PostgreSQL: :data:`CLAIM_AND_LOG` for several attempts at once (an executor's batch).
+
+    The attempts come as two arrays (``p_ids``, ``p_attempts``) joined with ``unnest``; each row that
+    is still dispatched at that attempt is claimed, and one ``started`` event is written per claim.
+    Returns ``(task_id, attempt)`` of each claim: a batch can hold two attempts of one task (a stale
+    message and its re-dispatch), and only the current one is claimed.
+    """
+    batch = (
+        func.unnest(bindparam("p_ids", type_=ARRAY(Uuid())), bindparam("p_attempts", type_=ARRAY(Integer())))
+        .table_valued("task_id", "attempt")
+        .render_derived(name="batch")
+    )
+    claimed = (
+        update(_TASKS)
+        .where(
+            _TASKS.c.task_id == batch.c.task_id,
+            _TASKS.c.attempt == batch.c.attempt,
+            _TASKS.c.status == TaskStatus.DISPATCHED.value,
+            _running_workflow,
+        )
+        .values(**_CLAIMED)
+        .returning(_TASKS.c.workflow_id, _TASKS.c.task_id, _TASKS.c.attempt)
+        .cte("claimed")
+    )
+    logged = _started_events(claimed).cte("logged")
+    return select(claimed.c.task_id, claimed.c.attempt).add_cte(logged)
+
+
+CLAIM_MANY_AND_LOG = _claim_many_and_log()
 
 
 def _unmet_dependency(dialect: str) -> ColumnElement[bool]:
@@ -571,6 +616,44 @@ def claim_parameters(spec: TaskSpec, *, worker: str, lease_seconds: float) -> di
     }
 
 
+def claim_many_parameters(specs: Sequence[TaskSpec], *, worker: str, lease_seconds: float) -> dict[str, Any]:
+    """The bound values of :data:`CLAIM_MANY_AND_LOG` for the attempts of ``specs``."""
+    now = utcnow()
+    return {
+        "p_ids": [as_uuid(spec.task_id, "task id") for spec in specs],
+        "p_attempts": [spec.attempt for spec in specs],
+        "p_owner": worker,
+        "p_expires": now + timedelta(seconds=lease_seconds),
+        "p_now": now,
+        "p_reason": f"claimed by {worker} with a batch of {len(specs)}, which runs one task after another",
+        "p_data": {"batch": len(specs)},
+    }
+
+
+def release_claim(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:
+    """Hand back an attempt ``worker`` claimed but never started (it is stopping): dispatched again.
+
+    The attempt stays the same, so its dispatch message, handed back to the queue, can be claimed
+    by another executor at once. Returns whether ``worker`` still held it (a compare-and-set).
+    """
+    task = session.get(Task, as_uuid(spec.task_id, "task id"))
+    if task is None or task.lease_owner != worker:
+        return False
+    return transition(
+        session,
+        task,
+        [TaskStatus.IN_PROGRESS.value],
+        {
+            "status": TaskStatus.DISPATCHED.value,
+            "lease_expires_at": utcnow() + timedelta(seconds=lease_seconds),
+        },
+        kind="released",
+        actor=worker,
+        reason=f"attempt {spec.attempt} handed back before it started: {worker} is stopping",
+        attempt=spec.attempt,
+    )
+
+
 def holds_attempt(connection: Connection, spec: TaskSpec, *, worker: str) -> bool:
     """Whether ``worker`` holds ``spec``'s attempt (claimed, in progress, its lease)."""
     params = {"p_task_id": as_uuid(spec.task_id, "task id"), "p_attempt": spec.attempt, "p_owner": worker}
@@ -625,17 +708,25 @@ def explain_unclaimed(session: Session, spec: TaskSpec, *, worker: str) -> None:
     )
 
 
-def renew_lease(session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float) -> bool:
-    """Extend the lease of a running attempt (the executor's heartbeat); ``False`` if it was lost."""
-    result = session.execute(
-        _RENEW,
-        {
-            "p_task_id": as_uuid(spec.task_id, "task id"),
-            "p_attempt": spec.attempt,
-            "p_owner": worker,
-            "p_expires": utcnow() + timedelta(seconds=lease_seconds),
-        },
-    )
+def renew_lease(
+    session: Session, spec: TaskSpec, *, worker: str, lease_seconds: float, unexpired: bool = False
+) -> bool:
+    """Extend the lease of a running attempt (the executor's heartbeat); ``False`` if it was lost.
+
+    With ``unexpired``, a lease that has already run out is not renewed: the orchestrator may be
+    dispatching the task again at this moment, so the attempt must not start.
+    """
+    now = utcnow()
+    params = {
+        "p_task_id": as_uuid(spec.task_id, "task id"),
+        "p_attempt": spec.attempt,
+        "p_owner": worker,
+        "p_expires": now + timedelta(seconds=lease_seconds),
+    }
+    if unexpired:
+        result = session.execute(_RENEW_UNEXPIRED, {**params, "p_now": now})
+    else:
+        result = session.execute(_RENEW, params)
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
