@@ -2,21 +2,29 @@
 
 On the embedded broker, on a broker with only the base contract, and on the machine's real RabbitMQ,
 where the handler runs in the consuming thread: a long handler keeps its connection through its
-heartbeats, and a connection cut while a handler runs loses nothing.
+heartbeats, and a connection cut while a handler runs loses nothing. ``replying_in_batches`` sends a
+batch's replies as one bundle, and still reports the work finished when a handler fails part-way.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
 
 from librarian.runtime.broker.base import Broker, QueueName
+from librarian.runtime.broker.batches import BatchBroker
 from librarian.runtime.broker.memory import InMemoryBroker
-from librarian.runtime.broker.replies import ReplyHandler, replying
+from librarian.runtime.broker.replies import (
+    BUNDLE_KEY,
+    ReplyHandler,
+    replying,
+    replying_in_batches,
+    unbundled,
+)
 from tests.runtime.test_broker_batches import OnlyTheContract
 from tests.runtime.test_broker_memory import STOP_PROMPTNESS_SECONDS, Recorder, wait_until
 
@@ -24,26 +32,44 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @contextmanager
-def answering(broker: Broker, handler: ReplyHandler, reply_to: Any = "results") -> Iterator[None]:
-    """Consume ``dispatch`` with ``replying(handler)`` in a thread; on exit require a prompt return."""
+def consuming_in_a_thread(consume: Callable[[threading.Event], None]) -> Iterator[None]:
+    """Run ``consume(stop)`` in a thread; on exit set ``stop`` and require a prompt, clean return."""
     stop = threading.Event()
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            broker.consume("dispatch", replying(broker, handler, reply_to), stop)
+            consume(stop)
         except BaseException as exc:  # reported to the test below, not swallowed
             errors.append(exc)
 
-    thread = threading.Thread(target=run, name="test-answering", daemon=True)
+    thread = threading.Thread(target=run, name="test-consuming", daemon=True)
     thread.start()
     try:
         yield
     finally:
         stop.set()
         thread.join(STOP_PROMPTNESS_SECONDS + 2.0)
-        assert not thread.is_alive(), "consume did not return after stop was set"
-        assert not errors, f"consume raised {errors[0]!r}"
+        assert not thread.is_alive(), "the consumer did not return after stop was set"
+        assert not errors, f"the consumer raised {errors[0]!r}"
+
+
+def answering(
+    broker: Broker, handler: ReplyHandler, reply_to: Any = "results"
+) -> AbstractContextManager[None]:
+    """Consume ``dispatch`` with ``replying(handler)`` in a thread."""
+    return consuming_in_a_thread(
+        lambda stop: broker.consume("dispatch", replying(broker, handler, reply_to), stop)
+    )
+
+
+def answering_batches(broker: Broker, handler: ReplyHandler, max_batch: int) -> AbstractContextManager[None]:
+    """Consume ``dispatch`` in batches with ``replying_in_batches(handler)`` in a thread."""
+    assert isinstance(broker, BatchBroker)
+    batches = replying_in_batches(broker, handler, "results")
+    return consuming_in_a_thread(
+        lambda stop: broker.consume_batches("dispatch", batches, stop, max_batch=max_batch)
+    )
 
 
 def double_odd_ids(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -105,6 +131,77 @@ def test_an_unknown_reply_queue_leaves_the_request_unacknowledged() -> None:
         wait_until(lambda: len(calls) >= 2, what="the request delivered again")
     assert set(calls) == {3}
     assert broker.message_count("results") == 0
+
+
+def test_a_batch_sends_its_replies_as_one_bundle_in_order() -> None:
+    broker = InMemoryBroker()
+    for i in range(1, 8):
+        broker.publish("dispatch", {"id": i})
+    with answering_batches(broker, double_odd_ids, max_batch=5):
+        wait_until(lambda: broker.message_count("dispatch") == 0, what="every request")
+    first, second = drain(broker, "results", 2)
+    # Requests 1-5 are one batch (odd ids answer: a bundle); 6-7 the next (one reply: sent plain).
+    assert first == {BUNDLE_KEY: [{"id": 1, "double": 2}, {"id": 3, "double": 6}, {"id": 5, "double": 10}]}
+    assert second == {"id": 7, "double": 14}
+    assert broker.message_count("results") == 0
+
+
+def test_a_batch_without_replies_publishes_nothing() -> None:
+    broker = InMemoryBroker()
+    broker.publish("dispatch", {"id": 2})
+    broker.publish("dispatch", {"id": 4})
+    with answering_batches(broker, double_odd_ids, max_batch=5):
+        wait_until(lambda: broker.message_count("dispatch") == 0, what="every request")
+    assert broker.message_count("results") == 0
+
+
+def test_a_batch_failing_on_one_message_runs_the_rest_reports_all_and_comes_back_whole() -> None:
+    broker = InMemoryBroker(redelivery_delay=0.05)
+    calls: list[int] = []
+
+    def fail_once_on_two(message: dict[str, Any]) -> dict[str, Any]:
+        calls.append(message["id"])
+        if message["id"] == 2 and calls.count(2) == 1:
+            raise RuntimeError("the second request fails the first time")
+        return {"id": message["id"]}
+
+    for i in (1, 2, 3):
+        broker.publish("dispatch", {"id": i})
+    with answering_batches(broker, fail_once_on_two, max_batch=3):
+        wait_until(lambda: len(calls) == 6, what="the failed batch and its redelivery")
+        wait_until(lambda: broker.message_count("results") == 2, what="both reply messages")
+    # Request 3 still ran after 2 failed, and both replies went out before the batch came back.
+    assert calls == [1, 2, 3, 1, 2, 3]
+    assert drain(broker, "results", 2) == [
+        {BUNDLE_KEY: [{"id": 1}, {"id": 3}]},
+        {BUNDLE_KEY: [{"id": 1}, {"id": 2}, {"id": 3}]},
+    ]
+
+
+def test_a_bundle_stays_under_its_size_limit() -> None:
+    broker = InMemoryBroker()
+    for i in range(1, 6):
+        broker.publish("dispatch", {"id": i})
+
+    def large(message: dict[str, Any]) -> dict[str, Any]:
+        return {"id": message["id"], "output": "x" * 400}
+
+    batches = replying_in_batches(broker, large, "results", max_bundle_bytes=1000)
+    with consuming_in_a_thread(lambda stop: broker.consume_batches("dispatch", batches, stop, max_batch=5)):
+        wait_until(lambda: broker.message_count("results") == 3, what="three reply messages")
+    # About 420 bytes a reply: two fit in 1,000 bytes, the fifth goes alone (and plain).
+    messages = drain(broker, "results", 3)
+    assert [[reply["id"] for reply in unbundled(message)] for message in messages] == [[1, 2], [3, 4], [5]]
+    assert BUNDLE_KEY not in messages[2]
+
+
+def test_unbundled_reads_plain_replies_and_bundles_and_refuses_a_malformed_bundle() -> None:
+    assert unbundled({"id": 1}) == [{"id": 1}]
+    assert unbundled({BUNDLE_KEY: [{"id": 1}, {"id": 2}]}) == [{"id": 1}, {"id": 2}]
+    with pytest.raises(TypeError, match="list of objects"):
+        unbundled({BUNDLE_KEY: "not a list"})
+    with pytest.raises(TypeError, match="list of objects"):
+        unbundled({BUNDLE_KEY: [{"id": 1}, 2]})
 
 
 # -- RabbitMQ ------------------------------------------------------------------------------------
@@ -187,5 +284,31 @@ def test_rabbitmq_a_connection_cut_during_a_handler_loses_no_reply(
         wait_until(lambda: direct.message_count("results") == 2, what="both replies")
     assert sorted(reply["call"] for reply in drain(direct, "results", 2)) == [1, 2]
     assert _queue_state(topology.dispatch_queue) == (0, 0)
+    direct.close()
+    through_proxy.close()
+
+
+def test_rabbitmq_a_batch_sends_bundled_replies_and_is_acknowledged(
+    topology: Topology, proxy: TcpProxy
+) -> None:
+    direct = topology.broker()
+    through_proxy = topology.broker(proxy.url(RABBITMQ_URL))
+    for i in range(1, 13):
+        direct.publish("dispatch", {"id": i})
+    received = Recorder()
+
+    def replies() -> list[dict[str, Any]]:
+        return [reply for message in list(received.messages) for reply in unbundled(message)]
+
+    with (
+        consuming_in_a_thread(lambda stop: direct.consume("results", received, stop)),
+        answering_batches(through_proxy, double_odd_ids, max_batch=6),
+    ):
+        wait_until(lambda: len(replies()) == 6, what="six replies")
+    assert sorted(reply["double"] for reply in replies()) == [2, 6, 10, 14, 18, 22]
+    # Twelve requests waiting, up to six per batch: fewer reply messages than replies.
+    assert any(BUNDLE_KEY in message for message in received.messages)
+    assert len(received.messages) < 6
+    assert _queue_state(topology.dispatch_queue) == (0, 0), "every request acknowledged"
     direct.close()
     through_proxy.close()
