@@ -218,6 +218,7 @@ class Cluster:
     workers: int
     evaluators: int
     executor_threads: int = 1
+    executor_prefetch: int = 1
     # "split": an orchestrator, an evaluator and ``workers`` executor processes; "single": one
     # ``librarian worker --role all`` process (the default deployment) with ``executor_threads``.
     layout: str = "split"
@@ -255,6 +256,8 @@ class Cluster:
                 str(self.evaluators),
                 "--executor-threads",
                 str(self.executor_threads),
+                "--executor-prefetch",
+                str(self.executor_prefetch),
                 "--launcher",
                 self.launcher,
             ]
@@ -320,7 +323,12 @@ def run_worker(args: argparse.Namespace) -> None:
     )
     group = WorkerGroup(Services(settings, sessions, broker, CorrectorRegistry(default_correctors())))
     signal.signal(signal.SIGTERM, lambda *_: group.stop_event.set())
-    group.start(args.worker_role, executor_threads=args.executor_threads, evaluator_threads=args.evaluators)
+    group.start(
+        args.worker_role,
+        executor_threads=args.executor_threads,
+        evaluator_threads=args.evaluators,
+        executor_prefetch=args.executor_prefetch,
+    )
     try:
         group.wait()
     finally:
@@ -371,6 +379,7 @@ def bench(args: argparse.Namespace, database_url: str | None) -> dict[str, Any]:
                 args.workers,
                 args.evaluators,
                 args.executor_threads,
+                args.executor_prefetch,
                 args.layout,
                 args.launcher,
             )
@@ -444,6 +453,13 @@ def main() -> None:
         default=1,
         help="executor threads per executor process (distributed mode; default 1)",
     )
+    parser.add_argument(
+        "--executor-prefetch",
+        type=int,
+        default=1,
+        help="dispatch messages each executor thread holds, run as a batch with one result message "
+        "(runtime_executor_prefetch; distributed mode; default 1)",
+    )
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", action="store_true", help="print one JSON document only")
     # Internal: the body of a worker process started by a distributed run.
@@ -470,6 +486,7 @@ def main() -> None:
         "repeat": args.repeat,
         "workers": args.workers,
         "executor_threads": args.executor_threads,
+        "executor_prefetch": args.executor_prefetch,
         "layout": args.layout,
         "launcher": args.launcher,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),

@@ -201,6 +201,17 @@ class Settings(BaseSettings):
         default=120.0, gt=0, description="A dispatched task whose lease expires is dispatched again."
     )
     runtime_workers: int = Field(default=4, ge=1, description="Executor threads of one embedded worker.")
+    runtime_executor_prefetch: int = Field(
+        default=1,
+        ge=1,
+        le=100,
+        description=(
+            "Dispatch messages one executor thread of `librarian worker` holds at once. Above 1, it "
+            "runs those already waiting one after another and sends their results in one message: "
+            "more tasks per second when tasks are short, but a result waits for the rest of its "
+            "batch, and held tasks wait behind a long one. Keep 1 when tasks run long."
+        ),
+    )
     correction_trigger_files: list[Path] = Field(
         default_factory=list,
         description=(

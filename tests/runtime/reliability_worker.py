@@ -3,7 +3,8 @@
 It is a real ``librarian worker`` role on PostgreSQL and RabbitMQ, with per-test queue names and two
 fault-injection switches: ``--slow-corrector SECONDS`` (the orchestrator's corrector sleeps, so a kill
 lands in the middle of a correction) and ``--pause-after-apply SECONDS`` (the evaluator stops after
-committing a result and before acknowledging it, so a kill lands in that window).
+committing a result and before acknowledging it, so a kill lands in that window); ``--prefetch N``
+runs an executor that holds N dispatch messages and runs them as a batch.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def main() -> None:
     parser.add_argument("--lease-seconds", type=float, default=1.5)
     parser.add_argument("--slow-corrector", type=float, default=0.0)
     parser.add_argument("--pause-after-apply", type=float, default=0.0)
+    parser.add_argument("--prefetch", type=int, default=1, help="executor_prefetch of an executor")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -83,7 +85,7 @@ def main() -> None:
         broker.consume("results", apply_then_pause, threading.Event())
         return
     group = WorkerGroup(services)
-    group.start(args.role, executor_threads=1)
+    group.start(args.role, executor_threads=1, executor_prefetch=args.prefetch)
     print("ready", flush=True)
     group.wait()
 

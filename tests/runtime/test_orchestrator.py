@@ -1,4 +1,4 @@
-"""The orchestrator and worker handlers over the in-memory broker: leases, stale and duplicate messages."""
+"""The orchestrator and worker handlers over the in-memory broker: leases, stale messages, bundles."""
 
 from __future__ import annotations
 
@@ -7,15 +7,20 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
+import pytest
+
 from librarian.config import Settings
+from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime import attempts, store
 from librarian.runtime.broker.memory import InMemoryBroker
+from librarian.runtime.broker.replies import BUNDLE_KEY
 from librarian.runtime.claims import Claims
 from librarian.runtime.contracts import TaskSpec
 from librarian.runtime.correctors import CorrectorRegistry
 from librarian.runtime.spec import WorkflowBuilder
-from librarian.runtime.worker import Services, evaluator_handler, executor_handler
+from librarian.runtime.worker import Services, WorkerGroup, evaluator_handler, executor_handler
 from librarian.storage.database import open_database
+from tests.runtime.test_broker_memory import wait_until
 
 
 def take(broker: InMemoryBroker, queue: Literal["dispatch", "results"]) -> dict[str, Any]:
@@ -41,10 +46,15 @@ def services(tmp_path: Path, lease_seconds: float) -> Services:
     return Services(settings, sessions, InMemoryBroker(), CorrectorRegistry([]))
 
 
+def memory_broker(shared: Services) -> InMemoryBroker:
+    """The in-memory broker of ``shared`` (typed as such, for its inspection methods)."""
+    assert isinstance(shared.broker, InMemoryBroker)
+    return shared.broker
+
+
 def test_an_expired_lease_is_dispatched_again_and_the_old_message_is_ignored(tmp_path: Path) -> None:
     shared = services(tmp_path, lease_seconds=0.2)
-    broker = shared.broker
-    assert isinstance(broker, InMemoryBroker)
+    broker = memory_broker(shared)
     orchestrator = shared.orchestrator("orch")
     spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["echo", "hi"]}).build()
     with shared.sessions.begin() as session:
@@ -88,8 +98,7 @@ def test_an_expired_lease_is_dispatched_again_and_the_old_message_is_ignored(tmp
 
 def test_a_result_arriving_after_its_lease_expired_is_ignored(tmp_path: Path) -> None:
     shared = services(tmp_path, lease_seconds=0.2)
-    broker = shared.broker
-    assert isinstance(broker, InMemoryBroker)
+    broker = memory_broker(shared)
     orchestrator = shared.orchestrator("orch")
     spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["sh", "-c", "exit 0"]}).build()
     with shared.sessions.begin() as session:
@@ -116,8 +125,7 @@ def test_a_result_arriving_after_its_lease_expired_is_ignored(tmp_path: Path) ->
 def test_an_unclaimed_task_still_queued_keeps_its_lease_until_the_queue_drains(tmp_path: Path) -> None:
     # Two tasks dispatched to a queue nobody consumes: a backlog, not a loss.
     shared = services(tmp_path, lease_seconds=0.2)
-    broker = shared.broker
-    assert isinstance(broker, InMemoryBroker)
+    broker = memory_broker(shared)
     orchestrator = shared.orchestrator("orch")
     builder = WorkflowBuilder("w")
     for key in ("a", "b"):
@@ -157,3 +165,153 @@ def test_expired_leases_are_looked_for_at_most_once_per_interval(tmp_path: Path)
     assert orchestrator.tick() == 0, "looked again before the interval passed"
     orchestrator._next_lease_check = 0.0  # the interval has passed
     assert orchestrator.tick() == 1
+
+
+def test_the_evaluator_applies_every_result_of_a_bundle_and_drops_a_malformed_one(tmp_path: Path) -> None:
+    shared = services(tmp_path, lease_seconds=30)
+    broker = memory_broker(shared)
+    orchestrator = shared.orchestrator("orch")
+    builder = WorkflowBuilder("w")
+    for key in ("a", "b", "c"):
+        builder.task(key, "command_executor", {"argv": ["true"]})
+    with shared.sessions.begin() as session:
+        workflow_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+    assert orchestrator.tick() == 3
+    run = executor_handler(shared, "exec", Claims(shared.sessions, lease_seconds=30))
+    results: list[dict[str, Any]] = []
+    for _ in range(3):
+        result = run(take(broker, "dispatch"))
+        assert result is not None
+        results.append(result)
+
+    apply = evaluator_handler(shared, "eval")
+    apply({BUNDLE_KEY: "not a list of results"})  # logged and dropped, not redelivered forever
+    apply({BUNDLE_KEY: results[:2]})  # what an executor holding two tasks sends
+    apply(results[2])  # and a plain one
+    orchestrator.tick()
+
+    with shared.sessions() as session:
+        workflow = store.get_workflow(session, workflow_id)
+        tasks = store.workflow_tasks(session, workflow_id)
+    assert [task.status for task in tasks] == ["success"] * 3
+    assert workflow.final_status == "success" and workflow.total_reward == 3.0
+
+
+def test_a_worker_group_refuses_an_executor_prefetch_below_one(tmp_path: Path) -> None:
+    group = WorkerGroup(services(tmp_path, lease_seconds=30))
+    with pytest.raises(InvalidInputError, match="executor_prefetch"):
+        group.start("executor", executor_prefetch=0)
+    assert group.threads == []
+
+
+def test_a_finished_task_keeps_its_lease_while_the_rest_of_its_batch_runs(tmp_path: Path) -> None:
+    # Lease 1 s; "a" ends at once, but its result goes out with "b"'s, 3 s later.
+    shared = services(tmp_path, lease_seconds=1.0)
+    broker = memory_broker(shared)
+    group = WorkerGroup(shared)
+    spec = (
+        WorkflowBuilder("w")
+        .task("a", "command_executor", {"argv": ["echo", "a"]})
+        .task("b", "command_executor", {"argv": ["sleep", "3"]})
+        .build()
+    )
+    try:
+        group.start("orchestrator")
+        group.start("evaluator")
+        with shared.sessions.begin() as session:
+            workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+        group.wake()
+        # Both wait in the queue before the executor starts: one batch.
+        wait_until(lambda: broker.message_count("dispatch") == 2, what="the two tasks dispatched")
+        group.start("executor", executor_prefetch=4)
+        wait_until(lambda: status_of(shared, workflow_id) != "running", 15, "the workflow's end")
+        with shared.sessions() as session:
+            workflow = store.get_workflow(session, workflow_id)
+            tasks = store.workflow_tasks(session, workflow_id)
+            kinds = [
+                event.kind for task in tasks for event in store.events(session, workflow_id, task.task_id)
+            ]
+    finally:
+        group.stop()
+    assert workflow.final_status == "success"
+    assert [task.attempt for task in tasks] == [1, 1], "a lease ran out and a task ran twice"
+    assert kinds.count("started") == 2 and "lease_expired" not in kinds
+
+
+def test_a_stopping_executor_claims_nothing_more(tmp_path: Path) -> None:
+    shared = services(tmp_path, lease_seconds=30)
+    broker = memory_broker(shared)
+    spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["true"]}).build()
+    with shared.sessions.begin() as session:
+        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+    assert shared.orchestrator("orch").tick() == 1
+    shared.environment.shutdown()
+    run = executor_handler(shared, "exec", Claims(shared.sessions, lease_seconds=30))
+    with pytest.raises(BackendUnavailableError, match="stopping"):
+        run(take(broker, "dispatch"))
+    with shared.sessions() as session:
+        task = store.workflow_tasks(session, workflow_id)[0]
+    assert task.status == "dispatched", "claimed by an executor that was stopping"
+
+
+def status_of(shared: Services, workflow_id: Any, key: str | None = None) -> str:
+    """The status of the workflow, or of its task ``key``."""
+    with shared.sessions() as session:
+        if key is None:
+            return store.get_workflow(session, workflow_id).final_status
+        return next(
+            task.status for task in store.workflow_tasks(session, workflow_id) if task.task_key == key
+        )
+
+
+def test_a_stopping_batch_executor_hands_back_the_tasks_it_never_started(tmp_path: Path) -> None:
+    shared = services(tmp_path, lease_seconds=30)
+    group = WorkerGroup(shared)
+    spec = (
+        WorkflowBuilder("w")
+        .task("long", "command_executor", {"script": "touch started; sleep 30"})
+        .task("b", "command_executor", {"argv": ["true"]})
+        .task("c", "command_executor", {"argv": ["true"]})
+        .build()
+    )
+    with shared.sessions.begin() as session:
+        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+    assert shared.orchestrator("orch").tick() == 3  # all three wait: one batch
+    try:
+        group.start("executor", executor_prefetch=4)
+        # Claimed with the batch, all three are in_progress at once: wait until "long" really runs.
+        marker = tmp_path / "home" / "workspaces" / str(workflow_id) / "started"
+        wait_until(marker.exists, what="long started")
+    finally:
+        group.stop()  # kills "long"; "b" and "c", claimed with it, never started
+    with shared.sessions() as session:
+        tasks = {task.task_key: task for task in store.workflow_tasks(session, workflow_id)}
+        released = {
+            key: [event.kind for event in store.events(session, workflow_id, tasks[key].task_id)]
+            for key in ("b", "c")
+        }
+
+    assert [(tasks[key].status, tasks[key].attempt) for key in ("b", "c")] == [("dispatched", 1)] * 2
+    assert released == {key: ["task_created", "dispatched", "started", "released"] for key in ("b", "c")}
+    assert tasks["long"].status == "in_progress", "killed mid-run: its lease expires, then it runs again"
+
+
+def test_a_batch_executor_drops_a_malformed_message_and_runs_the_rest(tmp_path: Path) -> None:
+    shared = services(tmp_path, lease_seconds=30)
+    broker = memory_broker(shared)
+    spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["true"]}).build()
+    with shared.sessions.begin() as session:
+        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+    broker.publish(
+        "dispatch", {"task_id": "not-a-uuid", "workflow_id": "w", "executor_type": "x", "payload": {}}
+    )
+    assert shared.orchestrator("orch").tick() == 1
+    group = WorkerGroup(shared)
+    try:
+        group.start("executor", executor_prefetch=4)
+        wait_until(lambda: broker.message_count("results") == 1, what="the well-formed task's result")
+        assert status_of(shared, workflow_id, "only") == "in_progress"
+    finally:
+        group.stop()
+    assert broker.message_count("dispatch") == 0, "the malformed message was redelivered"
+    assert take(broker, "results")["task"]["task_id"] != "not-a-uuid"

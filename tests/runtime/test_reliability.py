@@ -48,6 +48,45 @@ def test_an_executor_killed_mid_task_is_replaced_and_the_task_runs_again(cluster
     assert "stale_dispatch_ignored" in slow
 
 
+def test_an_executor_killed_in_the_middle_of_a_batch_loses_and_repeats_nothing(cluster: Cluster) -> None:
+    # An executor holding four dispatch messages (--prefetch 4): a task it finished has its result
+    # held for the batch's one reply message, and the tasks after the slow one have not started.
+    builder = WorkflowBuilder("batched").task("first", "command_executor", {"argv": ["echo", "first"]})
+    builder.task(
+        "slow",
+        "command_executor",
+        {"script": "if [ -f started ]; then echo again; else touch started; sleep 20; fi"},
+    )
+    quick = [f"q{index}" for index in range(6)]
+    for key in quick:
+        builder.task(key, "command_executor", {"argv": ["echo", key]})
+    spec = builder.task(
+        "after", "command_executor", {"argv": ["true"]}, depends_on=["first", "slow", *quick]
+    ).build()
+    cluster.start("orchestrator")
+    cluster.start("evaluator")
+    workflow_id = cluster.submit(spec)
+    # Every task waits in the queue before the executor starts, so its first batch holds several.
+    wait_for(
+        lambda: sum(task.status == "dispatched" for task in cluster.report(workflow_id).tasks) == 8,
+        what="eight tasks dispatched",
+    )
+    doomed = cluster.start("executor", "--prefetch", "4")
+    marker = cluster.home / "workspaces" / workflow_id / "started"
+    wait_for(marker.is_file, what="slow running")
+    cluster.kill(doomed)
+    cluster.start("executor", "--prefetch", "4")
+
+    report = cluster.runtime.wait(workflow_id, timeout=90)
+    assert report.status == "success", report.failure_report
+    assert_applied_once(report)  # nothing lost, nothing applied twice
+    assert "lease_expired" in kinds(report, "slow") and report.task("slow").attempt >= 2
+    # "first" ran in the killed batch before "slow": its result, held for the batch, died with the
+    # executor; the redelivered message was refused and the task ran again once its lease expired.
+    first = kinds(report, "first")
+    assert first.count("started") == 2 and "stale_dispatch_ignored" in first and "lease_expired" in first
+
+
 def test_an_orchestrator_killed_mid_surgery_corrects_again_after_restart(cluster: Cluster) -> None:
     spec = (
         WorkflowBuilder("fixme")

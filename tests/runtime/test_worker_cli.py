@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,8 +52,13 @@ def wait_for_line(text: str, log: Path, process: subprocess.Popen[bytes], second
         time.sleep(0.1)  # polling interval of a deadline-bounded wait
 
 
+@pytest.mark.parametrize(
+    ("options", "holding"),
+    [([], ""), (["--prefetch", "4"], "; each executor holds up to 4 tasks")],
+    ids=["one-task-at-a-time", "prefetch-4"],
+)
 def test_a_worker_process_runs_submitted_workflows_and_stops_on_sigterm(
-    tmp_path: Path, postgres_url: str, rabbitmq: str
+    tmp_path: Path, postgres_url: str, rabbitmq: str, options: list[str], holding: str
 ) -> None:
     home = tmp_path / "home"
     env = {
@@ -77,11 +83,18 @@ def test_a_worker_process_runs_submitted_workflows_and_stops_on_sigterm(
     )
     with log.open("wb") as sink:
         worker = subprocess.Popen(
-            [*LIBRARIAN, "worker", "--role", "all", "--threads", "2"], stdout=sink, stderr=sink, env=env
+            [*LIBRARIAN, "worker", "--role", "all", "--threads", "2", *options],
+            stdout=sink,
+            stderr=sink,
+            env=env,
         )
         try:
-            launcher = "forkserver" if FORKSERVER_AVAILABLE else ""
-            wait_for_line(f"worker running (all; tasks start through {launcher}", log, worker, 60)
+            wait_for_line("worker running (all; tasks start through ", log, worker, 60)
+            printed = " ".join(log.read_text().split())  # the console wraps long lines
+            named = re.search(r"tasks start through (\w+)", printed)
+            assert named is not None and (named[1] == "forkserver" or not FORKSERVER_AVAILABLE)
+            launcher = named[1]
+            assert f"worker running (all; tasks start through {launcher}{holding}); Ctrl-C to stop" in printed
             with Runtime(Settings(home=home, database_url=postgres_url, broker_url=rabbitmq)) as runtime:
                 report = runtime.run(spec, timeout=60)
             worker.send_signal(signal.SIGTERM)

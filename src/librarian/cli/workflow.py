@@ -238,6 +238,18 @@ def worker(
             help="Evaluator threads; one applies what is waiting in batches, more help a slow database.",
         ),
     ] = 1,
+    prefetch: Annotated[
+        int | None,
+        typer.Option(
+            "--prefetch",
+            min=1,
+            max=100,
+            help=(
+                "Dispatch messages each executor thread holds; above 1, their results go out together "
+                "(default runtime_executor_prefetch: 1; raise it for short tasks only)."
+            ),
+        ),
+    ] = None,
     correctors: CorrectorsOption = None,
 ) -> None:
     """Run runtime roles against LIBRARIAN_DATABASE_URL and LIBRARIAN_BROKER_URL until interrupted."""
@@ -254,13 +266,18 @@ def worker(
         broker = remote_broker(settings)
         group = WorkerGroup(Services(settings, engine.sessions, broker, engine.correctors))
         _stop_on_signals(group)
+        held = prefetch or settings.runtime_executor_prefetch
         typed_role: Role = role
         group.start(
-            typed_role, executor_threads=threads or settings.runtime_workers, evaluator_threads=evaluators
+            typed_role,
+            executor_threads=threads or settings.runtime_workers,
+            evaluator_threads=evaluators,
+            executor_prefetch=held,
         )
         runs_tasks = role in ("executor", "all")
         launcher = f"; tasks start through {group.services.environment.launcher}" if runs_tasks else ""
-        stdout.print(f"worker running ({role}{launcher}); Ctrl-C to stop", highlight=False)
+        batches = f"; each executor holds up to {held} tasks" if runs_tasks and held > 1 else ""
+        stdout.print(f"worker running ({role}{launcher}{batches}); Ctrl-C to stop", highlight=False)
         try:
             group.wait()
         finally:

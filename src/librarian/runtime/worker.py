@@ -4,16 +4,18 @@
   stale or duplicated message is ignored), runs the executor in the workflow's sandbox while a
   heartbeat renews its lease, publishes the result on the results queue and only *then* acknowledges
   the dispatch message. Killed mid-task, its message is redelivered and its lease expires, so the task
-  runs again as a new attempt.
-- **evaluator** consumes the results queue: validates the output, computes the reward and applies it
-  to the database idempotently (a result for an attempt that is no longer current is logged and
-  ignored), then acknowledges.
+  runs again as a new attempt. With a prefetch above 1 it runs the messages waiting as a batch and
+  publishes their results as one bundle (:func:`~librarian.runtime.broker.replies.replying_in_batches`).
+- **evaluator** consumes the results queue (plain results and bundles): validates the output,
+  computes the reward and applies it to the database idempotently (a result for an attempt that is
+  no longer current is logged and ignored), then acknowledges.
 - **orchestrator** runs the dispatch and correction loop
   (:class:`~librarian.runtime.orchestrator.Orchestrator`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -30,8 +32,8 @@ from librarian.errors import BackendUnavailableError, InvalidInputError, Librari
 from librarian.runtime import attempts, store, wakeup
 from librarian.runtime.broker.base import Broker, Handler
 from librarian.runtime.broker.batches import BatchBroker, BatchHandler
-from librarian.runtime.broker.replies import ReplyHandler, replying
-from librarian.runtime.claims import Claims
+from librarian.runtime.broker.replies import ReplyHandler, replying, replying_in_batches, unbundled
+from librarian.runtime.claims import BatchClaims, Claimer, Claims
 from librarian.runtime.contracts import ExecutionResult, TaskSpec
 from librarian.runtime.correctors import CorrectorRegistry
 from librarian.runtime.evaluator import Rewards, evaluate
@@ -87,17 +89,28 @@ class Services:
         )
 
 
-def executor_handler(services: Services, name: str, claims: Claims) -> ReplyHandler:
+def executor_handler(
+    services: Services, name: str, claims: Claimer, keeper: LeaseKeeper | None = None
+) -> ReplyHandler:
     """The handler of dispatch messages for the executor called ``name``: it returns the result message.
 
     :func:`~librarian.runtime.broker.replies.replying` publishes that reply to the results
     queue before the dispatch message is acknowledged: a crash in between re-runs the task, never
     loses it. ``claims`` is shared by the executors of a process, which closes it once
-    they have stopped.
+    they have stopped (or is a :class:`~librarian.runtime.claims.BatchClaims` over it).
+
+    Without ``keeper`` the handler renews the lease of the attempt it runs until the task ends. With
+    one, the attempt stays held after the task ends, and the caller releases it once the result is
+    published: an executor that sends a batch's results together keeps the lease of a finished task
+    alive while the rest of the batch runs.
     """
-    keeper = LeaseKeeper(services, name)
+    leases = keeper if keeper is not None else LeaseKeeper(services, name)
 
     def handle(message: dict[str, Any]) -> dict[str, Any] | None:
+        if services.environment.closed:
+            # The worker is stopping: claim nothing more (a claimed task would wait for its lease to
+            # expire); the message, unacknowledged, goes to another executor at once.
+            raise BackendUnavailableError("the executor is stopping")
         try:
             spec = TaskSpec.from_dict(message)
             claimed = claims.claim(spec, worker=name)
@@ -108,11 +121,12 @@ def executor_handler(services: Services, name: str, claims: Claims) -> ReplyHand
             return None
         if not claimed:
             return None  # duplicate or superseded: acknowledging drops it
-        keeper.hold(spec)
+        leases.hold(spec)
         try:
             result = run_task(services, spec)
         finally:
-            keeper.release(spec)
+            if keeper is None:
+                leases.release(spec)
         if services.environment.closed:
             # The worker is stopping and killed the task: its result says nothing about the task.
             # Raising leaves the message unacknowledged; the lease expires and the task runs again.
@@ -144,33 +158,44 @@ def run_task(services: Services, spec: TaskSpec) -> ExecutionResult:
 
 
 class LeaseKeeper:
-    """The heartbeat of one executor: renews the lease of the attempt it runs every third of a lease.
+    """The heartbeat of one executor: renews the leases of the attempts it holds every third of a lease.
 
-    One thread per executor (started with its first task, ended after a minute without any) rather than
-    one per task: starting and joining a thread for every task cost more than a no-op task itself.
+    An attempt is held from its start until its result is published: one at a time, or several when
+    an executor runs a batch and publishes their results together. One thread per executor (started
+    with its first task, ended after a minute without any) rather than one per task: starting and
+    joining a thread for every task cost more than a no-op task itself.
     """
 
     def __init__(self, services: Services, name: str) -> None:
         self._services = services
         self._name = name
         self._lease = services.settings.runtime_lease_seconds
-        self._current: TaskSpec | None = None
+        self._held: dict[tuple[str, int], TaskSpec] = {}
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def hold(self, spec: TaskSpec) -> None:
-        """Keep renewing the lease of ``spec`` until :meth:`release`."""
+        """Keep renewing the lease of ``spec`` until it is released."""
         with self._lock:
-            self._current = spec
+            self._held[(spec.task_id, spec.attempt)] = spec
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True, name=f"lease-{self._name}")
                 self._thread.start()
 
     def release(self, spec: TaskSpec) -> None:
-        """Stop renewing ``spec`` (its result is about to be published)."""
+        """Stop renewing ``spec`` (its result is published, or about to be)."""
         with self._lock:
-            if self._current is spec:
-                self._current = None
+            self._held.pop((spec.task_id, spec.attempt), None)
+
+    def release_all(self) -> None:
+        """Stop renewing every attempt held (a batch's results are published)."""
+        with self._lock:
+            self._held.clear()
+
+    def held(self) -> list[TaskSpec]:
+        """The attempts whose leases are being renewed."""
+        with self._lock:
+            return list(self._held.values())
 
     def _run(self) -> None:
         interval = self._lease / 3
@@ -178,22 +203,53 @@ class LeaseKeeper:
         while True:
             time.sleep(interval)
             with self._lock:
-                spec = self._current
-                if spec is None:
+                if not self._held:
                     idle += interval
                     if idle >= max(60.0, self._lease):
                         self._thread = None
                         return
                     continue
             idle = 0.0
-            try:
-                with self._services.sessions.begin() as session:
-                    kept = attempts.renew_lease(session, spec, worker=self._name, lease_seconds=self._lease)
-            except Exception:
-                logger.warning("renewing the lease of task %s failed", spec.task_id, exc_info=True)
-                continue
-            if not kept:
-                self.release(spec)  # superseded: its result will be ignored
+            for spec in self.held():
+                self._renew(spec)
+
+    def _renew(self, spec: TaskSpec) -> None:
+        try:
+            with self._services.sessions.begin() as session:
+                kept = attempts.renew_lease(session, spec, worker=self._name, lease_seconds=self._lease)
+        except Exception:
+            logger.warning("renewing the lease of task %s failed", spec.task_id, exc_info=True)
+            return
+        if not kept:
+            self.release(spec)  # superseded: its result will be ignored
+
+
+def _executor_batches(services: Services, name: str, claims: Claims, keeper: LeaseKeeper) -> BatchHandler:
+    """An executor thread's batch handler: claim the batch, run it, publish its results in one bundle.
+
+    The attempts are claimed together before the first task runs (:class:`BatchClaims`); each
+    task's lease is renewed from its start until the bundle is published; whatever was claimed and
+    never started (the worker is stopping) is handed back, so another executor can take it at once.
+    """
+    batch_claims = BatchClaims(claims, worker=name)
+    executor = executor_handler(services, name, batch_claims, keeper)
+    run = replying_in_batches(services.broker, executor, "results")
+
+    def handle(messages: list[dict[str, Any]]) -> None:
+        if services.environment.closed:
+            raise BackendUnavailableError("the executor is stopping")  # claim nothing: redelivered
+        specs = []
+        for message in messages:
+            with contextlib.suppress(KeyError, TypeError, InvalidInputError):  # logged when it is run
+                specs.append(TaskSpec.from_dict(message))
+        batch_claims.claim_batch(specs)
+        try:
+            run(messages)
+        finally:
+            batch_claims.release_unstarted()
+            keeper.release_all()
+
+    return handle
 
 
 def evaluator_handler(
@@ -216,11 +272,11 @@ def evaluator_handler(
 def evaluator_batch_handler(
     services: Services, name: str, *, on_applied: Callable[[], None] | None = None
 ) -> BatchHandler:
-    """:func:`evaluator_handler` for several result messages, applied in one transaction."""
+    """:func:`evaluator_handler` for several result messages (plain or bundles), applied together."""
 
     def handle(messages: list[dict[str, Any]]) -> None:
         parsed: list[tuple[TaskSpec, uuid.UUID, ExecutionResult]] = []
-        for message in messages:
+        for message in _replies_in(messages):
             try:
                 spec = TaskSpec.from_dict(message["task"])
                 task_id = store.as_uuid(spec.task_id, "task id")
@@ -228,8 +284,16 @@ def evaluator_batch_handler(
             except (KeyError, TypeError, InvalidInputError) as exc:
                 # A malformed message can never be applied; redelivering it forever would block the queue.
                 logger.error("dropping a malformed result message: %s", exc)
-        if not parsed:
-            return
+        # Bundles can make a batch of messages hold many results: one transaction per
+        # ``_RESULT_BATCH`` of them keeps each short (a redelivery finds the committed ones applied).
+        wake = False
+        for first in range(0, len(parsed), _RESULT_BATCH):
+            wake = apply(parsed[first : first + _RESULT_BATCH]) or wake
+        if wake and on_applied is not None:
+            on_applied()
+
+    def apply(parsed: list[tuple[TaskSpec, uuid.UUID, ExecutionResult]]) -> bool:
+        """Apply ``parsed`` in one transaction; whether the orchestrator has work to do."""
         with services.sessions.begin() as session:
             states = attempts.task_states(session, [task_id for _, task_id, _ in parsed])
             evaluated = [
@@ -248,10 +312,20 @@ def evaluator_batch_handler(
             wake = attempts.orchestrator_needed(session, applied)
             if wake and on_applied is None:
                 wakeup.notify(session)
-        if wake and on_applied is not None:
-            on_applied()
+        return wake
 
     return handle
+
+
+def _replies_in(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The result messages in ``messages``, bundles unpacked; a malformed bundle is logged and dropped."""
+    replies: list[dict[str, Any]] = []
+    for message in messages:
+        try:
+            replies.extend(unbundled(message))
+        except TypeError as exc:
+            logger.error("dropping a malformed bundle of results: %s", exc)
+    return replies
 
 
 class WorkerGroup:
@@ -265,7 +339,14 @@ class WorkerGroup:
         self.listener: wakeup.PostgresListener | None = None
         self.claims: Claims | None = None
 
-    def start(self, role: Role, *, executor_threads: int = 1, evaluator_threads: int = 1) -> None:
+    def start(
+        self,
+        role: Role,
+        *,
+        executor_threads: int = 1,
+        evaluator_threads: int = 1,
+        executor_prefetch: int = 1,
+    ) -> None:
         """Start the threads of ``role`` (``all``: every role).
 
         Args:
@@ -274,12 +355,17 @@ class WorkerGroup:
             evaluator_threads: consumers of the results queue. Applying a result is mostly waiting on
                 the database, so on PostgreSQL a few evaluators keep up with many executors; on
                 SQLite writes are serialised anyway and one is enough.
+            executor_prefetch: dispatch messages one executor thread holds at once. Above 1 (on a
+                broker that moves batches), it runs those already waiting one after another and
+                sends their results in one message (``runtime_executor_prefetch``).
 
         Raises:
-            InvalidInputError: unknown role, or a thread count below 1.
+            InvalidInputError: unknown role, or a count below 1.
         """
-        if executor_threads < 1 or evaluator_threads < 1:
-            raise InvalidInputError("executor_threads and evaluator_threads must be at least 1")
+        if executor_threads < 1 or evaluator_threads < 1 or executor_prefetch < 1:
+            raise InvalidInputError(
+                "executor_threads, evaluator_threads and executor_prefetch must be at least 1"
+            )
         if role not in ROLES:
             raise InvalidInputError(f"unknown worker role {role!r}", hint=f"use one of {', '.join(ROLES)}")
         roles: Sequence[str] = ("orchestrator", "evaluator", "executor") if role == "all" else (role,)
@@ -296,16 +382,25 @@ class WorkerGroup:
                 results = evaluator_batch_handler(
                     self.services, worker_name(f"evaluator{index}"), on_applied=wake
                 )
-                self._spawn(f"evaluator{index}", functools.partial(self._consume_batches, "results", results))
+                consume = functools.partial(self._consume_batches, "results", results, _RESULT_BATCH)
+                self._spawn(f"evaluator{index}", consume)
         if "executor" in roles:
             self.claims = Claims(
                 self.services.sessions, lease_seconds=self.services.settings.runtime_lease_seconds
             )
             for index in range(executor_threads):
-                executor = executor_handler(self.services, worker_name(f"executor{index}"), self.claims)
+                name = worker_name(f"executor{index}")
                 # Each result is stored in the results queue before its dispatch message is acked.
-                dispatch = replying(self.services.broker, executor, "results")
-                self._spawn(f"executor{index}", functools.partial(self._consume, "dispatch", dispatch))
+                if executor_prefetch > 1:
+                    keeper = LeaseKeeper(self.services, name)
+                    batches = _executor_batches(self.services, name, self.claims, keeper)
+                    consume = functools.partial(self._consume_batches, "dispatch", batches, executor_prefetch)
+                else:
+                    dispatch = replying(
+                        self.services.broker, executor_handler(self.services, name, self.claims), "results"
+                    )
+                    consume = functools.partial(self._consume, "dispatch", dispatch)
+                self._spawn(f"executor{index}", consume)
 
     def wake(self) -> None:
         """Wake the orchestrator of this group, if it has one."""
@@ -345,15 +440,17 @@ class WorkerGroup:
         assert self.orchestrator is not None
         self.orchestrator.run(self.stop_event)
 
-    def _consume_batches(self, queue: Literal["dispatch", "results"], handler: BatchHandler) -> None:
-        """Hand ``handler`` whatever is waiting (one transaction for many results), when the broker can."""
+    def _consume_batches(
+        self, queue: Literal["dispatch", "results"], handler: BatchHandler, max_batch: int
+    ) -> None:
+        """Hand ``handler`` whatever is waiting, up to ``max_batch`` messages, when the broker can."""
         broker = self.services.broker
         if not isinstance(broker, BatchBroker):
             self._consume(queue, lambda message: handler([message]))
             return
         while not self.stop_event.is_set():
             try:
-                broker.consume_batches(queue, handler, self.stop_event, max_batch=_RESULT_BATCH)
+                broker.consume_batches(queue, handler, self.stop_event, max_batch=max_batch)
             except Exception:
                 logger.exception("consuming %s failed; retrying", queue)
                 self.stop_event.wait(1.0)
