@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from librarian.config import Settings
@@ -32,6 +33,16 @@ class Broken(Listening):
         raise RuntimeError("cannot learn today")
 
 
+class SlowToLearn(Listening):
+    """Takes a moment over each finished workflow, as a corrector updating its memory might."""
+
+    name = "slow-to-learn"
+
+    def workflow_finished(self, workflow_id: str) -> None:
+        time.sleep(0.5)
+        super().workflow_finished(workflow_id)
+
+
 def test_the_orchestrator_tells_correctors_once_when_a_workflow_succeeds(tmp_path: Path) -> None:
     listening = Listening()
     spec = WorkflowBuilder("two", goal="two no-ops").task("a", "command_executor", {"argv": ["true"]})
@@ -46,10 +57,12 @@ def test_the_orchestrator_tells_correctors_once_when_a_workflow_succeeds(tmp_pat
 
 
 def test_correctors_hear_of_a_workflow_that_failed_for_want_of_a_correction(tmp_path: Path) -> None:
-    listening = Listening()
+    # The workflow fails in a background correction, whose hooks run after the failure's commit; the
+    # run returns at that commit, and closing the runtime waits for the correction to end.
+    listening = SlowToLearn()
     spec = WorkflowBuilder("fails", goal="a failing task").task("a", "command_executor", {"argv": ["false"]})
     with Runtime(Settings(home=tmp_path), correctors=[listening]) as runtime:
         report = runtime.run(spec.build(), timeout=60)
 
     assert report.status == "failed"
-    assert listening.finished == [report.workflow_id]
+    assert listening.finished == [report.workflow_id], "the runtime closed before the hook ran"

@@ -119,7 +119,8 @@ class Orchestrator:
         )
         self._wake = threading.Event()
         self._more_to_do = False
-        self._correcting: set[uuid.UUID] = set()
+        # The failed tasks being corrected in the background, and the thread correcting each.
+        self._correcting: dict[uuid.UUID, threading.Thread] = {}
         self._correcting_lock = threading.Lock()
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -234,10 +235,29 @@ class Orchestrator:
             with self._correcting_lock:
                 if task_id in self._correcting or len(self._correcting) >= self.correction_threads:
                     continue  # a later pass picks it up
-                self._correcting.add(task_id)
-            threading.Thread(
-                target=self._correct_then_wake, args=(task_id,), name=f"correct-{task_id}", daemon=True
-            ).start()
+                thread = threading.Thread(
+                    target=self._correct_then_wake, args=(task_id,), name=f"correct-{task_id}", daemon=True
+                )
+                self._correcting[task_id] = thread
+            thread.start()
+
+    def join_corrections(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the background corrections to end; whether they all did.
+
+        A stopping worker waits here so that a correction ends with its commit and its correctors'
+        ``workflow_finished`` hooks, rather than being cut off at exit. One cut off loses nothing but
+        that hook: its task stays failed and the next orchestrator corrects it again.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._correcting_lock:
+                running = list(self._correcting.values())
+            if not running:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            running[0].join(remaining)
 
     def _correct_then_wake(self, task_id: uuid.UUID) -> None:
         try:
@@ -247,7 +267,7 @@ class Orchestrator:
             logger.exception("correcting task %s failed; it will be tried again", task_id)
         finally:
             with self._correcting_lock:
-                self._correcting.discard(task_id)
+                self._correcting.pop(task_id, None)
             self.wake()  # its corrective tasks (or the next failure) want a pass now
 
     # -- completion -------------------------------------------------------------------------------

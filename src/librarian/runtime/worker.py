@@ -421,6 +421,8 @@ class WorkerGroup:
             self.listener.stop(timeout)
         for thread in self.threads:
             thread.join(timeout)
+        if self.orchestrator is not None and not self.orchestrator.join_corrections(timeout):
+            logger.warning("stopping with a correction still running; the next orchestrator redoes it")
         if self.claims is not None and not any(thread.is_alive() for thread in self.threads):
             # A thread still claiming would wait on (or find closed) its connection; the process
             # exiting closes them then.
