@@ -8,6 +8,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,24 @@ def test_shutdown_kills_running_tasks_and_refuses_new_ones(manager: EnvironmentM
     assert manager.closed and outcomes[0].exit_code == -9
     with pytest.raises(BackendUnavailableError, match="shutting down"):
         manager.run(["true"], manager.workspace_for("wf-1"))
+
+
+def test_a_task_starting_as_the_kill_strikes_is_killed_as_it_registers(
+    manager: EnvironmentManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A program runs before it can be registered: a kill in between must not miss it.
+    kills: list[int] = []
+    real_start = manager._start
+
+    def start_then_kill(*args: Any) -> Any:
+        program = real_start(*args)
+        kills.append(manager.kill_running())
+        return program
+
+    monkeypatch.setattr(manager, "_start", start_then_kill)
+    outcome = manager.run(["sleep", "60"], manager.workspace_for("wf-1"), timeout_seconds=10)
+    assert kills == [1], "the starting task was not counted"
+    assert (outcome.exit_code, outcome.timed_out) == (-9, False), "the kill missed the starting task"
 
 
 def test_the_exit_hook_kills_the_tasks_of_a_process_that_exits(tmp_path: Path) -> None:

@@ -215,17 +215,35 @@ class _ProcessGroups:
 
     A program leaves the registry before it is reaped, and killing holds the same lock: a group id
     signalled here is always still a live group's, never a reused pid.
+
+    A program already runs before it can be registered. So a run announces itself first
+    (:meth:`starting`), and one that was starting when :meth:`kill_all` struck is killed as it
+    registers: nothing slips between the start and the registry.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: set[_Program] = set()
+        self._starting = 0
+        self._kills = 0  # how many times kill_all ran: a run starting across one is killed too
         self.closed = False
 
-    def add(self, program: _Program) -> bool:
-        """Register a new program; after :meth:`kill_all` with ``close`` it is killed at once instead."""
+    def starting(self) -> int:
+        """Announce a program about to start; its ticket goes to :meth:`add` or :meth:`not_started`."""
         with self._lock:
-            if self.closed:
+            self._starting += 1
+            return self._kills
+
+    def not_started(self) -> None:
+        """The announced program could not be started."""
+        with self._lock:
+            self._starting -= 1
+
+    def add(self, program: _Program, ticket: int) -> bool:
+        """Register a started program; killed at once instead if :meth:`kill_all` ran while it started."""
+        with self._lock:
+            self._starting -= 1
+            if self.closed or ticket != self._kills:
                 program.kill()
                 return False
             self._live.add(program)
@@ -240,9 +258,10 @@ class _ProcessGroups:
         """SIGKILL every registered group (and, with ``close``, every later one); how many there were."""
         with self._lock:
             self.closed = self.closed or close
+            self._kills += 1
             for program in self._live:
                 program.kill()
-            return len(self._live)
+            return len(self._live) + self._starting
 
 
 # Every manager of this process, for the exit hook; weak, so a manager that is dropped is not kept.
@@ -453,12 +472,16 @@ class EnvironmentManager:
         with _stdin_file(stdin) as stdin_handle:
             stdout_read, stdout_write, stderr_read, stderr_write = _output_pipes(args[0])
             started = time.monotonic()
+            ticket = self._groups.starting()
             try:
                 stdin_fd = stdin_handle.fileno() if stdin_handle is not None else _devnull()
                 program = self._start(args, workspace, env, limits, stdin_fd, stdout_write, stderr_write)
-            except OSError as exc:
+            except BaseException as exc:
+                self._groups.not_started()
                 os.close(stdout_read)
                 os.close(stderr_read)
+                if not isinstance(exc, OSError):
+                    raise
                 # subprocess names the file when exec refused it (a launcher given too long an
                 # argument, say): the task's failure. Otherwise fork, pipes or a fork server failed:
                 # the machine's.
@@ -469,7 +492,7 @@ class EnvironmentManager:
             finally:
                 os.close(stdout_write)  # the program holds its own copies
                 os.close(stderr_write)
-            self._groups.add(program)
+            self._groups.add(program, ticket)
             stdout, stderr, timed_out, exit_code = _collect(
                 program, stdout_read, stderr_read, limits, started, self._groups
             )
