@@ -77,7 +77,7 @@ def test_what_is_waiting_arrives_in_batches_in_order_and_is_acknowledged(batch_b
 def test_a_lone_message_is_not_held_back_to_fill_a_batch(batch_broker: Any) -> None:
     recorder, stop = BatchRecorder(), threading.Event()
     thread = consume_in_thread(batch_broker, recorder, stop, max_batch=50)
-    time.sleep(0.3)  # the consumer is idle and waiting
+    time.sleep(1.0)  # the consumer is connected, idle and waiting
     started = time.monotonic()
     batch_broker.publish("results", {"id": 1})
     wait_until(lambda: recorder.ids() == [1], what="the lone message")
@@ -90,13 +90,17 @@ def test_a_failed_batch_comes_back_whole(batch_broker: Any) -> None:
     batch_broker.publish_many("results", [{"id": index} for index in range(5)])
     recorder, stop = BatchRecorder(failures=1), threading.Event()
     thread = consume_in_thread(batch_broker, recorder, stop, max_batch=10)
-    wait_until(
-        lambda: sorted(set(recorder.ids())) == list(range(5)) and len(recorder.ids()) >= 10,
-        what="every message twice",
-    )
+
+    def failed_batch_back_and_all_handled() -> bool:
+        ids = recorder.ids()
+        # The first batch is what had arrived when the consumer looked: usually all five, not always.
+        failed = recorder.batches[0] if recorder.batches else []
+        return set(ids) == set(range(5)) and bool(failed) and all(ids.count(i) >= 2 for i in failed)
+
+    wait_until(failed_batch_back_and_all_handled, what="the failed batch delivered again")
     stop.set()
     thread.join(5)
-    assert sorted(recorder.batches[0]) == list(range(5))  # the failed one
+    assert len(recorder.ids()) == 5 + len(recorder.batches[0]), "only the failed batch came back"
     assert batch_broker.message_count("results") == 0
 
 

@@ -77,6 +77,17 @@ def double_odd_ids(message: dict[str, Any]) -> dict[str, Any] | None:
     return {"id": message["id"], "double": message["id"] * 2} if message["id"] % 2 else None
 
 
+def counted(handler: ReplyHandler, seen: list[int]) -> ReplyHandler:
+    """``handler``, adding each request's id to ``seen`` once it has been answered."""
+
+    def handle(message: dict[str, Any]) -> dict[str, Any] | None:
+        reply = handler(message)
+        seen.append(message["id"])
+        return reply
+
+    return handle
+
+
 def drain(broker: Broker, queue: QueueName, count: int) -> list[dict[str, Any]]:
     """The first ``count`` messages of ``queue`` (waits for them)."""
     received = Recorder()
@@ -227,8 +238,10 @@ def test_rabbitmq_replies_are_stored_before_requests_are_acknowledged(
     through_proxy = topology.broker(proxy.url(RABBITMQ_URL))
     for i in range(1, 7):
         direct.publish("dispatch", {"id": i})
-    with answering(through_proxy, double_odd_ids):
-        wait_until(lambda: direct.message_count("results") == 3, what="three replies")
+    seen: list[int] = []
+    with answering(through_proxy, counted(double_odd_ids, seen)):
+        # Every request handled (6 has no reply), and so acknowledged before the consumer stops.
+        wait_until(lambda: len(seen) == 6 and direct.message_count("results") == 3, what="three replies")
     # One connection consumed and acknowledged; the replies went out on the thread's publishing one.
     assert proxy.accepted == 2
     replies = drain(direct, "results", 3)
@@ -296,15 +309,16 @@ def test_rabbitmq_a_batch_sends_bundled_replies_and_is_acknowledged(
     for i in range(1, 13):
         direct.publish("dispatch", {"id": i})
     received = Recorder()
+    seen: list[int] = []
 
     def replies() -> list[dict[str, Any]]:
         return [reply for message in list(received.messages) for reply in unbundled(message)]
 
     with (
         consuming_in_a_thread(lambda stop: direct.consume("results", received, stop)),
-        answering_batches(through_proxy, double_odd_ids, max_batch=6),
+        answering_batches(through_proxy, counted(double_odd_ids, seen), max_batch=6),
     ):
-        wait_until(lambda: len(replies()) == 6, what="six replies")
+        wait_until(lambda: len(seen) == 12 and len(replies()) == 6, what="six replies")
     assert sorted(reply["double"] for reply in replies()) == [2, 6, 10, 14, 18, 22]
     # Twelve requests waiting, up to six per batch: fewer reply messages than replies.
     assert any(BUNDLE_KEY in message for message in received.messages)

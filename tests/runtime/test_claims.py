@@ -225,12 +225,12 @@ def test_batch_claims_answer_once_per_attempt_and_hand_back_what_never_started(d
 
 def test_a_batch_task_that_waited_long_renews_its_lease_before_it_runs(database_url: str) -> None:
     engine, sessions = open_database(database_url)
-    claims = Claims(sessions, lease_seconds=0.9)
+    claims = Claims(sessions, lease_seconds=3.0)
     _, specs = dispatched_batch(sessions, 2)
     batch = BatchClaims(claims, worker="exec-1")
     batch.claim_batch(specs)
     claimed_until = lease_of(sessions, specs[0])
-    time.sleep(0.4)  # the first task ran long: more than a third of the lease has passed...
+    time.sleep(1.1)  # the first task ran long: more than a third of the lease has passed...
     redispatched(sessions, specs[1])  # ...and the orchestrator dispatched the second one again
 
     assert batch.claim(specs[0], worker="exec-1"), "still held (nobody took it): its lease is renewed"

@@ -52,8 +52,8 @@ def test_other_tasks_are_dispatched_while_a_corrector_thinks(open_runtime: Runti
         after = [f"b{index - 1}"] if index > 1 else []
         builder.task(f"b{index}", "command_executor", {"argv": ["sleep", "0.2"]}, depends_on=after)
     runtime = open_runtime(
-        correctors=[SlowCorrector(3.0), ScriptedCorrector("scripted", [fix_plan()])],
-        corrector_timeout_seconds=2.0,
+        correctors=[SlowCorrector(8.0), ScriptedCorrector("scripted", [fix_plan()])],
+        corrector_timeout_seconds=5.0,  # the chain's 0.6 s, with room for a loaded machine
     )
     report = runtime.run(builder.build(), timeout=60)
 
@@ -67,8 +67,9 @@ def test_other_tasks_are_dispatched_while_a_corrector_thinks(open_runtime: Runti
 
 
 def test_a_task_longer_than_its_lease_keeps_it_through_the_heartbeat(open_runtime: RuntimeFactory) -> None:
-    runtime = open_runtime(runtime_lease_seconds=0.6)
-    spec = WorkflowBuilder("long").task("slow", "command_executor", {"argv": ["sleep", "1.5"]}).build()
+    # Renewed every 0.5 s: a stall of up to 1 s in the heartbeat still keeps the lease.
+    runtime = open_runtime(runtime_lease_seconds=1.5)
+    spec = WorkflowBuilder("long").task("slow", "command_executor", {"argv": ["sleep", "4"]}).build()
     report = runtime.run(spec, timeout=60)
     assert report.status == "success"
     assert report.task("slow").attempt == 1

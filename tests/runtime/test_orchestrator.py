@@ -53,7 +53,8 @@ def memory_broker(shared: Services) -> InMemoryBroker:
 
 
 def test_an_expired_lease_is_dispatched_again_and_the_old_message_is_ignored(tmp_path: Path) -> None:
-    shared = services(tmp_path, lease_seconds=0.2)
+    # Long enough that the second tick comes before the lease runs out (it would extend it instead).
+    shared = services(tmp_path, lease_seconds=1.0)
     broker = memory_broker(shared)
     orchestrator = shared.orchestrator("orch")
     spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["echo", "hi"]}).build()
@@ -205,14 +206,14 @@ def test_a_worker_group_refuses_an_executor_prefetch_below_one(tmp_path: Path) -
 
 
 def test_a_finished_task_keeps_its_lease_while_the_rest_of_its_batch_runs(tmp_path: Path) -> None:
-    # Lease 1 s; "a" ends at once, but its result goes out with "b"'s, 3 s later.
-    shared = services(tmp_path, lease_seconds=1.0)
+    # Lease 2 s; "a" ends at once, but its result goes out with "b"'s, 6 s later.
+    shared = services(tmp_path, lease_seconds=2.0)
     broker = memory_broker(shared)
     group = WorkerGroup(shared)
     spec = (
         WorkflowBuilder("w")
         .task("a", "command_executor", {"argv": ["echo", "a"]})
-        .task("b", "command_executor", {"argv": ["sleep", "3"]})
+        .task("b", "command_executor", {"argv": ["sleep", "6"]})
         .build()
     )
     try:
@@ -224,7 +225,7 @@ def test_a_finished_task_keeps_its_lease_while_the_rest_of_its_batch_runs(tmp_pa
         # Both wait in the queue before the executor starts: one batch.
         wait_until(lambda: broker.message_count("dispatch") == 2, what="the two tasks dispatched")
         group.start("executor", executor_prefetch=4)
-        wait_until(lambda: status_of(shared, workflow_id) != "running", 15, "the workflow's end")
+        wait_until(lambda: status_of(shared, workflow_id) != "running", 30, "the workflow's end")
         with shared.sessions() as session:
             workflow = store.get_workflow(session, workflow_id)
             tasks = store.workflow_tasks(session, workflow_id)
