@@ -299,7 +299,7 @@ def test_unreachable_rabbitmq_fails_publish_and_consume_still_stops(topology: To
 
 
 def test_consume_returns_promptly_on_stop_and_on_close(broker: RabbitMQBroker) -> None:
-    check_consume_returns_promptly_on_stop_and_on_close(broker, settle_seconds=0.5)
+    check_consume_returns_promptly_on_stop_and_on_close(broker, settle_seconds=1.5)
 
 
 _CONSUMER_SCRIPT = textwrap.dedent(
