@@ -118,6 +118,7 @@ def test_a_server_whose_socket_closed_is_replaced_before_its_exit_can_be_reaped(
         with os.fdopen(read, "rb") as reader:
             assert reader.read() == b"replaced\n"
         assert server.pid not in (None, still_running.pid)
+        assert still_running.returncode is not None, "the replaced server was left unreaped"
     finally:
         server.close()
         still_running.kill()

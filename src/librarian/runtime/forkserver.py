@@ -216,8 +216,12 @@ class ForkServer:
         if self._control is not None:
             self._control.close()
             self._control = None
-        if self._process is not None:
-            self._process.poll()  # reaps a server that died
+        if self._process is not None and self._process.poll() is None:
+            # Its socket is gone but its exit not yet reapable (it is dying): wait for it, so it is
+            # reaped here rather than left a zombie. Not yet reaped, its pid cannot have been reused.
+            self._process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(5)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             # -I -S: none of the worker's Python environment; only the descriptor is passed down.

@@ -238,8 +238,9 @@ class Orchestrator:
                 thread = threading.Thread(
                     target=self._correct_then_wake, args=(task_id,), name=f"correct-{task_id}", daemon=True
                 )
+                # Started under the lock: join_corrections never sees a thread it cannot join yet.
+                thread.start()
                 self._correcting[task_id] = thread
-            thread.start()
 
     def join_corrections(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the background corrections to end; whether they all did.

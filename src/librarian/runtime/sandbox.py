@@ -472,8 +472,8 @@ class EnvironmentManager:
         with _stdin_file(stdin) as stdin_handle:
             stdout_read, stdout_write, stderr_read, stderr_write = _output_pipes(args[0])
             started = time.monotonic()
-            ticket = self._groups.starting()
             try:
+                ticket = self._groups.starting()
                 stdin_fd = stdin_handle.fileno() if stdin_handle is not None else _devnull()
                 program = self._start(args, workspace, env, limits, stdin_fd, stdout_write, stderr_write)
             except BaseException as exc:
@@ -489,10 +489,11 @@ class EnvironmentManager:
                 if refused:
                     return _not_executed(args, exc, time.monotonic() - started)
                 raise BackendUnavailableError(f"the sandbox cannot start {args[0]!r}: {exc}") from exc
+            else:
+                self._groups.add(program, ticket)
             finally:
                 os.close(stdout_write)  # the program holds its own copies
                 os.close(stderr_write)
-            self._groups.add(program, ticket)
             stdout, stderr, timed_out, exit_code = _collect(
                 program, stdout_read, stderr_read, limits, started, self._groups
             )
