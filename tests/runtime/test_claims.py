@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from sqlalchemy import Engine, text
@@ -175,20 +178,40 @@ def dispatched_batch(sessions: sessionmaker[Session], tasks: int) -> tuple[uuid.
     return workflow_id, specs
 
 
-def test_a_batch_is_claimed_in_one_go_and_what_is_not_claimable_is_logged(database_url: str) -> None:
+class DispatchedBatch(NamedTuple):
+    sessions: sessionmaker[Session]
+    claims: Claims
+    workflow_id: uuid.UUID
+    specs: list[TaskSpec]
+
+
+@contextmanager
+def dispatched_for_claims(
+    database_url: str, tasks: int, lease_seconds: float = 30
+) -> Iterator[DispatchedBatch]:
+    """A :func:`dispatched_batch` of ``tasks`` and the :class:`Claims` to claim them; closed after."""
     engine, sessions = open_database(database_url)
-    claims = Claims(sessions, lease_seconds=30)
-    workflow_id, specs = dispatched_batch(sessions, 4)
-    assert claims.claim(specs[3], worker="exec-0")  # another executor got the last one first
+    claims = Claims(sessions, lease_seconds=lease_seconds)
+    workflow_id, specs = dispatched_batch(sessions, tasks)
+    try:
+        yield DispatchedBatch(sessions, claims, workflow_id, specs)
+    finally:
+        claims.close()
+        engine.dispose()
 
-    claimed = claims.claim_many(specs, worker="exec-1")
-    batch_reason = "with a batch of 4" if database_url.startswith("postgresql") else "started by exec-1"
 
-    with sessions() as session:
-        tasks = {str(task.task_id): task for task in store.workflow_tasks(session, workflow_id)}
-        events = {spec.task_id: store.events(session, workflow_id, uuid.UUID(spec.task_id)) for spec in specs}
-    claims.close()
-    engine.dispose()
+def test_a_batch_is_claimed_in_one_go_and_what_is_not_claimable_is_logged(database_url: str) -> None:
+    with dispatched_for_claims(database_url, 4) as (sessions, claims, workflow_id, specs):
+        assert claims.claim(specs[3], worker="exec-0")  # another executor got the last one first
+
+        claimed = claims.claim_many(specs, worker="exec-1")
+        batch_reason = "with a batch of 4" if database_url.startswith("postgresql") else "started by exec-1"
+
+        with sessions() as session:
+            tasks = {str(task.task_id): task for task in store.workflow_tasks(session, workflow_id)}
+            events = {
+                spec.task_id: store.events(session, workflow_id, uuid.UUID(spec.task_id)) for spec in specs
+            }
     assert claimed == {(spec.task_id, spec.attempt) for spec in specs[:3]}
     for spec in specs[:3]:
         assert (tasks[spec.task_id].status, tasks[spec.task_id].lease_owner) == ("in_progress", "exec-1")
@@ -201,57 +224,45 @@ def test_a_batch_is_claimed_in_one_go_and_what_is_not_claimable_is_logged(databa
 
 
 def test_batch_claims_answer_once_per_attempt_and_hand_back_what_never_started(database_url: str) -> None:
-    engine, sessions = open_database(database_url)
-    claims = Claims(sessions, lease_seconds=30)
-    workflow_id, specs = dispatched_batch(sessions, 3)
-    batch = BatchClaims(claims, worker="exec-1")
-    batch.claim_batch(specs)
+    with dispatched_for_claims(database_url, 3) as (sessions, claims, workflow_id, specs):
+        batch = BatchClaims(claims, worker="exec-1")
+        batch.claim_batch(specs)
 
-    assert batch.claim(specs[0], worker="exec-1")
-    assert not batch.claim(specs[0], worker="exec-1"), "a duplicate message in the batch runs nothing"
-    batch.release_unstarted()  # the executor stops before specs[1] and specs[2] start
-    assert not batch.claim(specs[1], worker="exec-1")
-    assert claims.claim(specs[1], worker="exec-2"), "handed back: another executor takes it at once"
+        assert batch.claim(specs[0], worker="exec-1")
+        assert not batch.claim(specs[0], worker="exec-1"), "a duplicate message in the batch runs nothing"
+        batch.release_unstarted()  # the executor stops before specs[1] and specs[2] start
+        assert not batch.claim(specs[1], worker="exec-1")
+        assert claims.claim(specs[1], worker="exec-2"), "handed back: another executor takes it at once"
 
-    with sessions() as session:
-        tasks = {str(task.task_id): task for task in store.workflow_tasks(session, workflow_id)}
-        released = store.events(session, workflow_id, uuid.UUID(specs[2].task_id))[-1]
-    claims.close()
-    engine.dispose()
+        with sessions() as session:
+            tasks = {str(task.task_id): task for task in store.workflow_tasks(session, workflow_id)}
+            released = store.events(session, workflow_id, uuid.UUID(specs[2].task_id))[-1]
     assert [tasks[spec.task_id].status for spec in specs] == ["in_progress", "in_progress", "dispatched"]
     assert (tasks[specs[2].task_id].attempt, released.kind, released.actor) == (1, "released", "exec-1")
     assert "exec-1 is stopping" in released.reason
 
 
 def test_a_batch_task_that_waited_long_renews_its_lease_before_it_runs(database_url: str) -> None:
-    engine, sessions = open_database(database_url)
-    claims = Claims(sessions, lease_seconds=3.0)
-    _, specs = dispatched_batch(sessions, 2)
-    batch = BatchClaims(claims, worker="exec-1")
-    batch.claim_batch(specs)
-    claimed_until = lease_of(sessions, specs[0])
-    time.sleep(1.1)  # the first task ran long: more than a third of the lease has passed...
-    redispatched(sessions, specs[1])  # ...and the orchestrator dispatched the second one again
+    with dispatched_for_claims(database_url, 2, lease_seconds=3.0) as (sessions, claims, _, specs):
+        batch = BatchClaims(claims, worker="exec-1")
+        batch.claim_batch(specs)
+        claimed_until = lease_of(sessions, specs[0])
+        time.sleep(1.1)  # the first task ran long: more than a third of the lease has passed...
+        redispatched(sessions, specs[1])  # ...and the orchestrator dispatched the second one again
 
-    assert batch.claim(specs[0], worker="exec-1"), "still held (nobody took it): its lease is renewed"
-    assert not batch.claim(specs[1], worker="exec-1"), "superseded: attempt 2 runs elsewhere"
-    renewed_until = lease_of(sessions, specs[0])
-    claims.close()
-    engine.dispose()
+        assert batch.claim(specs[0], worker="exec-1"), "still held (nobody took it): its lease is renewed"
+        assert not batch.claim(specs[1], worker="exec-1"), "superseded: attempt 2 runs elsewhere"
+        renewed_until = lease_of(sessions, specs[0])
     assert renewed_until > claimed_until, "the first task's lease was renewed before it ran"
 
 
 def test_a_batch_task_whose_lease_ran_out_does_not_start(database_url: str) -> None:
     # Even before the orchestrator noticed: it may be dispatching the task again at this moment.
-    engine, sessions = open_database(database_url)
-    claims = Claims(sessions, lease_seconds=0.3)
-    _, specs = dispatched_batch(sessions, 1)
-    batch = BatchClaims(claims, worker="exec-1")
-    batch.claim_batch(specs)
-    time.sleep(0.4)
-    started = batch.claim(specs[0], worker="exec-1")
-    claims.close()
-    engine.dispose()
+    with dispatched_for_claims(database_url, 1, lease_seconds=0.3) as (_, claims, _, specs):
+        batch = BatchClaims(claims, worker="exec-1")
+        batch.claim_batch(specs)
+        time.sleep(0.4)
+        started = batch.claim(specs[0], worker="exec-1")
     assert not started
 
 
@@ -273,13 +284,9 @@ def lease_of(sessions: sessionmaker[Session], spec: TaskSpec) -> datetime:
 
 
 def test_of_two_attempts_of_one_task_in_a_batch_only_the_current_one_is_claimed(database_url: str) -> None:
-    engine, sessions = open_database(database_url)
-    claims = Claims(sessions, lease_seconds=30)
-    _, specs = dispatched_batch(sessions, 2)
-    second = redispatched(sessions, specs[0])  # the first attempt's lease ran out
-    assert second.attempt == 2
-    # The stale message of attempt 1 and its re-dispatch arrive in one batch (with another task).
-    claimed = claims.claim_many([specs[0], second, specs[1]], worker="exec-1")
-    claims.close()
-    engine.dispose()
+    with dispatched_for_claims(database_url, 2) as (sessions, claims, _, specs):
+        second = redispatched(sessions, specs[0])  # the first attempt's lease ran out
+        assert second.attempt == 2
+        # The stale message of attempt 1 and its re-dispatch arrive in one batch (with another task).
+        claimed = claims.claim_many([specs[0], second, specs[1]], worker="exec-1")
     assert claimed == {(second.task_id, 2), (specs[1].task_id, specs[1].attempt)}
