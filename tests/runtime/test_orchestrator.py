@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,7 +18,7 @@ from librarian.runtime.broker.replies import BUNDLE_KEY
 from librarian.runtime.claims import Claims
 from librarian.runtime.contracts import TaskSpec
 from librarian.runtime.correctors import CorrectorRegistry
-from librarian.runtime.spec import WorkflowBuilder
+from librarian.runtime.spec import WorkflowBuilder, WorkflowSpec
 from librarian.runtime.worker import Services, WorkerGroup, evaluator_handler, executor_handler
 from librarian.storage.database import open_database
 from tests.runtime.test_broker_memory import wait_until
@@ -46,6 +47,12 @@ def services(tmp_path: Path, lease_seconds: float) -> Services:
     return Services(settings, sessions, InMemoryBroker(), CorrectorRegistry([]))
 
 
+def created(shared: Services, spec: WorkflowSpec) -> uuid.UUID:
+    """Store ``spec`` as a new workflow (its tasks pending); its id."""
+    with shared.sessions.begin() as session:
+        return store.create_workflow(session, spec, actor="test").workflow_id
+
+
 def memory_broker(shared: Services) -> InMemoryBroker:
     """The in-memory broker of ``shared`` (typed as such, for its inspection methods)."""
     assert isinstance(shared.broker, InMemoryBroker)
@@ -58,8 +65,7 @@ def test_an_expired_lease_is_dispatched_again_and_the_old_message_is_ignored(tmp
     broker = memory_broker(shared)
     orchestrator = shared.orchestrator("orch")
     spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["echo", "hi"]}).build()
-    with shared.sessions.begin() as session:
-        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+    workflow_id = created(shared, spec)
 
     assert orchestrator.tick() == 1
     assert orchestrator.tick() == 0  # leased: not dispatched twice
@@ -102,8 +108,7 @@ def test_a_result_arriving_after_its_lease_expired_is_ignored(tmp_path: Path) ->
     broker = memory_broker(shared)
     orchestrator = shared.orchestrator("orch")
     spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["sh", "-c", "exit 0"]}).build()
-    with shared.sessions.begin() as session:
-        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+    workflow_id = created(shared, spec)
     orchestrator.tick()
     message = take(broker, "dispatch")
     with shared.sessions.begin() as session:  # a worker starts it, then stalls past its lease
@@ -131,8 +136,7 @@ def test_an_unclaimed_task_still_queued_keeps_its_lease_until_the_queue_drains(t
     builder = WorkflowBuilder("w")
     for key in ("a", "b"):
         builder.task(key, "command_executor", {"argv": ["true"]})
-    with shared.sessions.begin() as session:
-        workflow_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+    workflow_id = created(shared, builder.build())
     assert orchestrator.tick() == 2
     time.sleep(0.3)  # both leases expired while the messages wait
     assert orchestrator.tick() == 0, "a queued task must not be dispatched a second time"
@@ -175,8 +179,7 @@ def test_the_evaluator_applies_every_result_of_a_bundle_and_drops_a_malformed_on
     builder = WorkflowBuilder("w")
     for key in ("a", "b", "c"):
         builder.task(key, "command_executor", {"argv": ["true"]})
-    with shared.sessions.begin() as session:
-        workflow_id = store.create_workflow(session, builder.build(), actor="test").workflow_id
+    workflow_id = created(shared, builder.build())
     assert orchestrator.tick() == 3
     run = executor_handler(shared, "exec", Claims(shared.sessions, lease_seconds=30))
     results: list[dict[str, Any]] = []
@@ -219,8 +222,7 @@ def test_a_finished_task_keeps_its_lease_while_the_rest_of_its_batch_runs(tmp_pa
     try:
         group.start("orchestrator")
         group.start("evaluator")
-        with shared.sessions.begin() as session:
-            workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+        workflow_id = created(shared, spec)
         group.wake()
         # Both wait in the queue before the executor starts: one batch.
         wait_until(lambda: broker.message_count("dispatch") == 2, what="the two tasks dispatched")
@@ -243,8 +245,7 @@ def test_a_stopping_executor_claims_nothing_more(tmp_path: Path) -> None:
     shared = services(tmp_path, lease_seconds=30)
     broker = memory_broker(shared)
     spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["true"]}).build()
-    with shared.sessions.begin() as session:
-        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+    workflow_id = created(shared, spec)
     assert shared.orchestrator("orch").tick() == 1
     shared.environment.shutdown()
     run = executor_handler(shared, "exec", Claims(shared.sessions, lease_seconds=30))
@@ -275,8 +276,7 @@ def test_a_stopping_batch_executor_hands_back_the_tasks_it_never_started(tmp_pat
         .task("c", "command_executor", {"argv": ["true"]})
         .build()
     )
-    with shared.sessions.begin() as session:
-        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+    workflow_id = created(shared, spec)
     assert shared.orchestrator("orch").tick() == 3  # all three wait: one batch
     try:
         group.start("executor", executor_prefetch=4)
@@ -301,8 +301,7 @@ def test_a_batch_executor_drops_a_malformed_message_and_runs_the_rest(tmp_path: 
     shared = services(tmp_path, lease_seconds=30)
     broker = memory_broker(shared)
     spec = WorkflowBuilder("w").task("only", "command_executor", {"argv": ["true"]}).build()
-    with shared.sessions.begin() as session:
-        workflow_id = store.create_workflow(session, spec, actor="test").workflow_id
+    workflow_id = created(shared, spec)
     broker.publish(
         "dispatch", {"task_id": "not-a-uuid", "workflow_id": "w", "executor_type": "x", "payload": {}}
     )
