@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from librarian.config import Settings
+from librarian.correction.triggers import WarningCheck, default_trigger_rules, load_trigger_rules
 from librarian.errors import InvalidInputError
 from librarian.runtime.contracts import ExecutionResult, TaskSpec, TaskStatus, Workspace
 from librarian.runtime.evaluator import (
@@ -135,6 +136,13 @@ def test_negative_retries_are_refused(rewards: Rewards) -> None:
         ({"stdout_regex": r"^beta$"}, True, ""),
         ({"stdout_regex": r"("}, False, "not a valid regular expression"),
         ({"stderr_contains": "warn"}, True, ""),
+        ({"stderr_regex": r"^warn$"}, True, ""),
+        ({"stderr_regex": r"^error"}, False, "stderr does not match the pattern"),
+        ({"stderr_not_regex": r"(?i)warn"}, False, "stderr matches '(?i)warn', which it must not: 'warn'"),
+        ({"stderr_not_regex": r"deprecated"}, True, ""),
+        ({"stdout_not_regex": r"^beta$"}, False, "stdout matches '^beta$', which it must not"),
+        ({"stdout_not_regex": r"["}, False, "expect.stdout_not_regex '[' is not a valid regular expression"),
+        ({"allow_warnings": "yes"}, False, "expect.allow_warnings must be true or false"),
         ({"exit_code": 0}, True, ""),
         ({"stdout_contain": "alpha"}, False, "unknown expect key(s) stdout_contain"),
     ],
@@ -295,3 +303,57 @@ def test_a_new_executor_type_gets_its_own_validator(rewards: Rewards) -> None:
     evaluation = evaluate(checked, result, retries=0, rewards=rewards, validators={"sql_executor": rows})
     assert evaluation.status is TaskStatus.FAILED and evaluation.reward == -7.0
     assert evaluation.feedback["error_message"] == "3 rows"
+
+
+# --- warnings on success --------------------------------------------------------------------------
+
+IGNORED = (
+    "printf 'sorted 2 files\\n'; "
+    "echo 'W0501: The following deprecated CLI flags were used and ignored: --recursive!' >&2"
+)
+
+
+def test_a_success_that_warns_it_ignored_a_flag_is_a_failure(
+    rewards: Rewards, environment: EnvironmentManager, workspace: Workspace
+) -> None:
+    check = WarningCheck(default_trigger_rules())
+    task = _task("command_executor", script=IGNORED)
+    result = _run(environment, workspace, task)
+    assert result.ok  # exit code 0
+    evaluation = evaluate(task, result, retries=1, rewards=rewards, warning_check=check)
+    assert evaluation.status is TaskStatus.FAILED
+    assert evaluation.reward == pytest.approx(-4.25)
+    feedback = evaluation.feedback
+    assert feedback["error_type"] == "IgnoredWarning"
+    assert "used and ignored: --recursive!" in feedback["error_message"]
+    details = feedback["details"]
+    assert details["rule_id"] == "ignored-warning" and details["exit_code"] == 0 and details["succeeded"]
+    assert details["stdout"] == "sorted 2 files\n" and "--recursive" in details["stderr"]
+    # Without a warning check (or with the task's own opt-out) it is the success it always was.
+    assert evaluate(task, result, retries=0, rewards=rewards).status is TaskStatus.SUCCESS
+    allowed = _task("command_executor", script=IGNORED, expect={"allow_warnings": True})
+    assert (
+        evaluate(allowed, result, retries=0, rewards=rewards, warning_check=check).status
+        is TaskStatus.SUCCESS
+    )
+
+
+def test_a_warning_rule_can_be_switched_on_for_deprecations(
+    rewards: Rewards, environment: EnvironmentManager, workspace: Workspace, tmp_path: Path
+) -> None:
+    """Only "ignored" warnings fail a task by default; a user file turns other rules on for success."""
+    task = _task(
+        "code_executor",
+        code="import sys\nprint(4)\nsys.stderr.write('DeprecationWarning: f is deprecated, use g\\n')",
+    )
+    result = CodeExecutor(environment).execute(task, workspace)
+    shipped = WarningCheck(default_trigger_rules())
+    assert (
+        evaluate(task, result, retries=0, rewards=rewards, warning_check=shipped).status is TaskStatus.SUCCESS
+    )
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n  - {id: deprecated, on_success: true}\n", encoding="utf-8")
+    strict = WarningCheck(load_trigger_rules([rules]))
+    evaluation = evaluate(task, result, retries=0, rewards=rewards, warning_check=strict)
+    assert evaluation.status is TaskStatus.FAILED
+    assert evaluation.feedback["details"]["rule_id"] == "deprecated"

@@ -25,6 +25,7 @@ from librarian.runtime.executors import (
     build_registry,
 )
 from librarian.runtime.sandbox import EnvironmentManager, SandboxLimits
+from tests.venvs import add_distribution, add_script, make_venv
 
 
 @pytest.fixture
@@ -392,3 +393,59 @@ def test_registered_executors_run_through_the_registry(
     registry = ExecutorRegistry([CommandExecutor(environment), _Echo()])
     task = _task("command_executor", argv=["printf", "%s", os.sep])
     assert registry.get_executor(task.executor_type).execute(task, workspace).feedback["stdout"] == "/"
+
+
+# --- the task's own environment: a virtualenv, a PATH, an interpreter ------------------------------
+
+
+@pytest.fixture(scope="module")
+def task_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real virtualenv holding ``mylib`` 2.0 and a ``mytool`` script: neither exists in the runtime."""
+    venv = make_venv(tmp_path_factory.mktemp("venv") / "env")
+    add_distribution(venv, "mylib", "2.0", {"mylib/__init__.py": "ANSWER = 42\n"})
+    add_script(venv, "mytool", "import sys, mylib\nprint('mytool', sys.argv[1:], mylib.ANSWER)\n")
+    return venv
+
+
+def test_code_runs_in_the_virtualenv_the_task_names(
+    environment: EnvironmentManager, workspace: Workspace, task_venv: Path
+) -> None:
+    code = "import sys, mylib\nprint(sys.prefix, mylib.ANSWER)"
+    result = CodeExecutor(environment).execute(
+        _task("code_executor", code=code, venv=str(task_venv)), workspace
+    )
+    assert result.ok, result.feedback
+    assert result.feedback["stdout"].split() == [str(task_venv), "42"]
+
+
+def test_code_runs_the_python_first_on_the_tasks_path(
+    environment: EnvironmentManager, workspace: Workspace, task_venv: Path
+) -> None:
+    path = f"{task_venv / 'bin'}:/usr/bin:/bin"
+    code = "import mylib\nprint(mylib.ANSWER)"
+    result = CodeExecutor(environment).execute(
+        _task("code_executor", code=code, env={"PATH": path}), workspace
+    )
+    assert result.ok, result.feedback
+    assert result.feedback["stdout"].strip() == "42"
+    # Without an environment of its own, a task runs the runtime's interpreter, which has no mylib.
+    plain = CodeExecutor(environment).execute(_task("code_executor", code=code), workspace)
+    assert plain.feedback["error_type"] == "ModuleNotFoundError"
+
+
+def test_a_command_finds_the_tools_of_its_virtualenv(
+    environment: EnvironmentManager, workspace: Workspace, task_venv: Path
+) -> None:
+    task = _task("command_executor", argv=["mytool", "x"], venv=str(task_venv))
+    result = CommandExecutor(environment).execute(task, workspace)
+    assert result.ok, result.feedback
+    assert result.feedback["stdout"].strip() == "mytool ['x'] 42"
+
+
+def test_a_missing_virtualenv_is_a_payload_failure_naming_the_field(
+    environment: EnvironmentManager, workspace: Workspace, tmp_path: Path
+) -> None:
+    task = _task("code_executor", code="print(1)", venv=str(tmp_path / "nowhere"))
+    result = CodeExecutor(environment).execute(task, workspace)
+    assert result.feedback["error_type"] == "PayloadError"
+    assert "'venv'" in result.feedback["error_message"] and "task 't1'" in result.feedback["error_message"]

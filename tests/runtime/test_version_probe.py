@@ -11,8 +11,10 @@ import pytest
 
 from librarian.runtime.contracts import Workspace
 from librarian.runtime.sandbox import EnvironmentManager
+from librarian.runtime.task_env import task_environment
 from librarian.runtime.version_probe import detect_version, parse_version
 from tests.skipping import unavailable
+from tests.venvs import add_distribution, add_script, make_venv
 
 
 @pytest.fixture
@@ -83,3 +85,20 @@ def test_aws_cli(environment: EnvironmentManager, workspace: Workspace) -> None:
 
 def test_a_missing_tool_has_no_version(environment: EnvironmentManager, workspace: Workspace) -> None:
     assert detect_version("no-such-tool-xyz", environment, workspace) is None
+
+
+def test_the_version_is_read_in_the_tasks_environment(
+    environment: EnvironmentManager, workspace: Workspace, tmp_path: Path
+) -> None:
+    """A tool and a library installed only in the task's virtualenv are found there, at their version."""
+    venv = make_venv(tmp_path / "env")
+    add_distribution(venv, "pinnedlib", "3.4.5", {"pinnedlib/__init__.py": ""})
+    add_script(venv, "pinnedtool", "print('pinnedtool 7.1.0')\n")
+    task_env = task_environment({"venv": str(venv)}, workspace.root, environment.path)
+    tool = detect_version("pinnedtool", environment, workspace, task_env=task_env)
+    assert tool is not None and tool.version == "7.1.0"
+    library = detect_version("pinnedlib", environment, workspace, task_env=task_env)
+    assert library is not None and library.version == "3.4.5"
+    # The runtime's own environment has neither.
+    assert detect_version("pinnedtool", environment, workspace) is None
+    assert detect_version("pinnedlib", environment, workspace) is None

@@ -35,6 +35,7 @@ __all__ = [
     "FailureCategory",
     "FailureClass",
     "TriggerRule",
+    "WarningCheck",
     "classify_failure",
     "default_trigger_rules",
     "load_trigger_rules",
@@ -64,6 +65,7 @@ _RULE_SCHEMA: dict[str, Any] = {
         "stream": {"enum": ["stderr", "stdout", "both"]},
         "patterns": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "enabled": {"type": "boolean"},
+        "on_success": {"type": "boolean"},
     },
 }
 # A user file may give only some fields of a rule it overrides, so ids are all that is required there.
@@ -99,6 +101,9 @@ class TriggerRule:
         patterns: regular expressions (case-insensitive, multi-line); ``{program}`` stands for the
             failed command's executable. No pattern means the exit condition alone decides.
         enabled: a disabled rule never matches.
+        on_success: the rule also fires on a run that *succeeded* (its expected exit code): a warning
+            on the output that something asked for was ignored means the task did not do what it
+            said, so the evaluator fails it and the loop corrects it (see :func:`warning_check`).
         description: what the rule is for.
         origin: the file and line the rule (or its last override) came from.
     """
@@ -111,6 +116,7 @@ class TriggerRule:
     stream: str = "both"
     patterns: tuple[str, ...] = ()
     enabled: bool = True
+    on_success: bool = False
     description: str = ""
     origin: str = ""
 
@@ -167,6 +173,7 @@ def classify_failure(
     stdout: str = "",
     *,
     rules: Sequence[TriggerRule] | None = None,
+    succeeded: bool = False,
 ) -> FailureClass:
     """Classify a finished command by the first trigger rule that matches it.
 
@@ -177,6 +184,8 @@ def classify_failure(
         stdout: its standard output (some tools print errors there).
         rules: the rules to apply, as :func:`load_trigger_rules` returns them; the shipped defaults
             when ``None``.
+        succeeded: the command exited as expected (it was failed for a warning on its output): only
+            the rules that fire on success (``on_success``) apply, whatever their exit condition.
 
     Returns:
         The class of the first enabled rule (by priority) whose exit condition holds and whose
@@ -186,7 +195,11 @@ def classify_failure(
     program = _program(argv_or_command)
     ordered = sorted(enumerate(active), key=lambda item: (item[1].priority, item[0]))
     for _, rule in ordered:
-        if not rule.enabled or not rule.exit_applies(exit_code):
+        if not rule.enabled:
+            continue
+        if succeeded and not (rule.on_success and rule.patterns):
+            continue
+        if not succeeded and not rule.exit_applies(exit_code):
             continue
         if not rule.patterns:
             return FailureClass(rule.category, rule.id, rule.correctable, "")
@@ -194,6 +207,32 @@ def classify_failure(
         if match:
             return FailureClass(rule.category, rule.id, rule.correctable, _line_of_match(match))
     return FailureClass("logic", None, False, "")
+
+
+class WarningCheck:
+    """Finds, on the output of a run that *succeeded*, a warning an ``on_success`` rule names.
+
+    The evaluator calls it on every successful command and code task: a tool that exits 0 after
+    saying it ignored a flag did not do what the task asked, so the task counts as failed (and the
+    self-correcting loop gets to fix the command).
+
+    Example:
+        >>> check = WarningCheck(default_trigger_rules())
+        >>> check(["tool", "--old"], "warning: option --old was ignored", "").rule_id
+        'ignored-warning'
+        >>> check(["tool"], "", "all good") is None
+        True
+    """
+
+    def __init__(self, rules: Sequence[TriggerRule]) -> None:
+        self.rules = [rule for rule in rules if rule.enabled and rule.on_success and rule.patterns]
+
+    def __call__(self, argv: Sequence[str] | str, stderr: str, stdout: str) -> FailureClass | None:
+        """The class of the first ``on_success`` rule that matches, or ``None``."""
+        if not self.rules or not (stderr or stdout):
+            return None
+        found = classify_failure(argv, 0, stderr, stdout, rules=self.rules, succeeded=True)
+        return found if found.rule_id is not None else None
 
 
 def default_trigger_rules() -> list[TriggerRule]:
@@ -311,6 +350,7 @@ def _rule_fields(rule: TriggerRule) -> dict[str, Any]:
         "stream": rule.stream,
         "patterns": list(rule.patterns),
         "enabled": rule.enabled,
+        "on_success": rule.on_success,
         "description": rule.description,
     }
 
@@ -327,6 +367,7 @@ def _build(fields: Mapping[str, Any], where: str) -> TriggerRule:
         stream=fields.get("stream", "both"),
         patterns=tuple(fields.get("patterns", ())),
         enabled=fields.get("enabled", True),
+        on_success=fields.get("on_success", False),
         description=fields.get("description", ""),
         origin=where,
     )

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from librarian.runtime.contracts import Workspace
 from librarian.runtime.sandbox import EnvironmentManager
+from librarian.runtime.task_env import TaskEnvironment
 from librarian.runtime.version_probe import ToolVersion, detect_version
 
 __all__ = ["VersionCache"]
 
-_Key = tuple[tuple[str, ...], str, int, int]
+_Key = tuple[tuple[str, ...], str, int, int, str]
 
 
 class VersionCache:
@@ -45,15 +46,18 @@ class VersionCache:
         self._known: dict[_Key, tuple[float, ToolVersion | None]] = {}
         self._lock = threading.Lock()
 
-    def detect(self, program: Sequence[str], workspace: Workspace) -> tuple[ToolVersion | None, bool]:
-        """The version of the tool ``program`` runs, and whether it came from the cache.
+    def detect(
+        self, program: Sequence[str], workspace: Workspace, task_env: TaskEnvironment | None = None
+    ) -> tuple[ToolVersion | None, bool]:
+        """The version of the tool ``program`` runs in the task's environment, and whether it was cached.
 
         Programs inside the workspace (scripts the workflow wrote) are never probed: they are not
         installed tools, and one that ignores its arguments would repeat its side effects.
         """
         if program and "/" in program[0] and _inside(program[0], workspace.root):
             return None, False
-        key = self._key(program, workspace)
+        own = task_env or TaskEnvironment()
+        key = self._key(program, workspace, own)
         now = time.monotonic()
         if key is not None and self.ttl_seconds > 0:
             with self._lock:
@@ -61,28 +65,33 @@ class VersionCache:
             if cached is not None and now - cached[0] < self.ttl_seconds:
                 return cached[1], True
         found = detect_version(
-            shlex.join(program), self.environment, workspace, timeout_seconds=self.timeout_seconds
+            shlex.join(program),
+            self.environment,
+            workspace,
+            timeout_seconds=self.timeout_seconds,
+            task_env=own,
         )
         if key is not None:
             with self._lock:
                 self._known[key] = (now, found)
         return found, False
 
-    def _key(self, program: Sequence[str], workspace: Workspace) -> _Key | None:
+    def _key(self, program: Sequence[str], workspace: Workspace, task_env: TaskEnvironment) -> _Key | None:
         if not program:
             return None
         first = program[0]
+        path = task_env.path(self.environment.path)
         if "/" in first:
             resolved: str | None = first if first.startswith("/") else str(workspace.root / first)
         else:
-            resolved = shutil.which(first, path=self.environment.path)
+            resolved = shutil.which(first, path=path)
         if resolved is None:
             return None
         try:
             status = os.stat(resolved)
         except OSError:
             return None
-        return (tuple(program), os.path.realpath(resolved), status.st_size, status.st_mtime_ns)
+        return (tuple(program), os.path.realpath(resolved), status.st_size, status.st_mtime_ns, path)
 
 
 def _inside(program: str, root: Path) -> bool:

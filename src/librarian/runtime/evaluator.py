@@ -4,7 +4,9 @@ Each executor type has a validator (:data:`VALIDATORS`, extended with :func:`reg
 Checks, all optional, in the payload's ``"expect"``:
 
 - ``command_executor`` / ``code_executor``: ``exit_code`` (default 0), ``stdout_contains`` (a string or
-  a list of strings), ``stdout_regex`` (searched, multi-line), ``stderr_contains``;
+  a list of strings), ``stdout_regex`` (searched, multi-line), ``stderr_contains``, ``stderr_regex``,
+  ``stdout_not_regex`` and ``stderr_not_regex`` (the output must *not* match), and ``allow_warnings``
+  (default false: see below);
 - ``file_writer``: ``exists`` (default true), ``content`` (the whole text), ``contains``, ``sha256``;
   checked against what the executor read back from disk right after writing (its ``sha256`` and
   ``text``), so the evaluator may run on a host that cannot see the workspace;
@@ -12,6 +14,12 @@ Checks, all optional, in the payload's ``"expect"``:
   contain), ``json_pointer`` (``{"/items/0/name": "x"}``, RFC 6901), ``json_schema``, ``body_contains``.
 
 An unknown key fails validation rather than passing silently, so a misspelt check is noticed.
+
+**Warnings.** A command or code task that exits as expected but warns that part of it was ignored
+("Ignored unknown option --x", "flags were used and ignored") did not do what it said. With a
+*warning check* (the trigger rules marked ``on_success``, :class:`librarian.correction.triggers.WarningCheck`,
+which the workers pass in), such a run is judged failed with ``error_type="IgnoredWarning"``, so the
+self-correcting loop gets to fix the command; ``expect.allow_warnings: true`` opts a task out.
 
 Rewards come from :class:`Rewards` (built from ``Settings.runtime_reward_*``): success, success after
 at least one retry, output that fails validation, and failure plus a per-retry amount.
@@ -21,9 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import jsonschema
 
@@ -80,8 +88,23 @@ class Evaluation:
     validation: Validation | None = None
 
 
+class WarningHit(Protocol):
+    """What a warning check found: the rule and the line it matched."""
+
+    @property
+    def rule_id(self) -> str | None: ...
+
+    @property
+    def matched_text(self) -> str: ...
+
+
+WarningCheck = Callable[[Sequence[str], str, str], WarningHit | None]
+"""``check(argv, stderr, stdout)``: the warning a successful run printed that makes it a failure."""
+
 Validator = Callable[[Mapping[str, Any], ExecutionResult], Validation]
 _PASSED = Validation(True, "output meets the expectations")
+# Executor types whose output is a program's: the ones a warning check reads.
+_PROCESS_EXECUTORS = frozenset({"command_executor", "code_executor"})
 
 
 def validate_output(
@@ -117,11 +140,13 @@ def evaluate(
     *,
     rewards: Rewards,
     validators: Mapping[str, Validator] | None = None,
+    warning_check: WarningCheck | None = None,
 ) -> Evaluation:
     """Judge one attempt: validate a successful execution, then assign status, reward and feedback.
 
     A successful execution whose output fails validation counts as failed, with
-    ``error_type="ValidationError"`` and the invalid-output reward.
+    ``error_type="ValidationError"`` and the invalid-output reward; one whose output carries a warning
+    ``warning_check`` names (see the module docs) counts as failed with ``error_type="IgnoredWarning"``.
 
     Args:
         task: the task attempted.
@@ -129,6 +154,7 @@ def evaluate(
         retries: how many times this task had been retried before this attempt (0 on the first).
         rewards: the reward table, usually ``Rewards.from_settings(settings)``.
         validators: per executor type; default :data:`VALIDATORS`.
+        warning_check: finds a warning that fails a successful command or code task; ``None`` checks none.
 
     Raises:
         InvalidInputError: ``retries`` is negative.
@@ -140,6 +166,9 @@ def evaluate(
         return Evaluation(TaskStatus.FAILED, rewards.for_failure(retries), feedback)
     validation = validate_output(task, result, validators)
     if validation.ok:
+        warned = _warning(task, result, warning_check)
+        if warned is not None:
+            return Evaluation(TaskStatus.FAILED, rewards.for_failure(retries), warned, validation)
         feedback = {**result.feedback, "status": TaskStatus.SUCCESS.value}
         return Evaluation(TaskStatus.SUCCESS, rewards.for_success(retries), feedback, validation)
     feedback = {
@@ -157,29 +186,93 @@ def evaluate(
     return Evaluation(TaskStatus.FAILED, rewards.invalid_output, feedback, validation)
 
 
+def _warning(task: TaskSpec, result: ExecutionResult, check: WarningCheck | None) -> dict[str, Any] | None:
+    """The failure feedback of a successful run that warned it ignored something, or ``None``."""
+    if check is None or task.executor_type not in _PROCESS_EXECUTORS:
+        return None
+    expect = task.payload.get("expect") or {}
+    if isinstance(expect, Mapping) and expect.get("allow_warnings") is True:
+        return None
+    output = result.output
+    stdout, stderr = str(output.get("stdout", "")), str(output.get("stderr", ""))
+    argv = task.payload.get("argv")
+    program = [str(item) for item in argv] if isinstance(argv, list) and argv else [task.executor_type]
+    hit = check(program, stderr, stdout)
+    if hit is None:
+        return None
+    return {
+        "status": TaskStatus.FAILED.value,
+        "error_type": "IgnoredWarning",
+        "error_message": (
+            f"exited with code {output.get('exit_code')} but warned that part of it was ignored "
+            f"(trigger rule {hit.rule_id}): {hit.matched_text}"
+        ),
+        "traceback": "",
+        "details": {
+            "exit_code": output.get("exit_code"),
+            "stdout": stdout,
+            "stderr": stderr,
+            "argv": program,
+            "warning": hit.matched_text,
+            "rule_id": hit.rule_id,
+            "succeeded": True,
+        },
+    }
+
+
 def register_validator(executor_type: str, validator: Validator) -> None:
     """Give a new executor type its output checks (replacing any earlier ones)."""
     VALIDATORS[executor_type] = validator
 
 
 def validate_process(expect: Mapping[str, Any], result: ExecutionResult) -> Validation:
-    """Checks of a command or code run: exit code, stdout text and pattern, stderr text."""
-    problem = _unknown_keys(expect, {"exit_code", "stdout_contains", "stdout_regex", "stderr_contains"})
+    """Checks of a command or code run: exit code, output texts, patterns that must (not) match."""
+    problem = _unknown_keys(expect, _PROCESS_KEYS)
     output = result.output
     stdout, stderr = str(output.get("stdout", "")), str(output.get("stderr", ""))
     expected_code = expect.get("exit_code", 0)
     if problem is None and output.get("exit_code") != expected_code:
         problem = f"exit code {output.get('exit_code')}, expected {expected_code}"
+    if problem is None and not isinstance(expect.get("allow_warnings", False), bool):
+        problem = "expect.allow_warnings must be true or false"
     problem = problem or _contains("stdout", stdout, expect.get("stdout_contains"))
     problem = problem or _contains("stderr", stderr, expect.get("stderr_contains"))
-    pattern = expect.get("stdout_regex")
-    if problem is None and pattern is not None:
-        try:
-            if re.search(str(pattern), stdout, re.MULTILINE) is None:
-                problem = f"stdout does not match the pattern {pattern!r}: {_excerpt(stdout)}"
-        except re.error as exc:
-            problem = f"expect.stdout_regex {pattern!r} is not a valid regular expression: {exc}"
+    for key, name, text, wanted in (
+        ("stdout_regex", "stdout", stdout, True),
+        ("stderr_regex", "stderr", stderr, True),
+        ("stdout_not_regex", "stdout", stdout, False),
+        ("stderr_not_regex", "stderr", stderr, False),
+    ):
+        problem = problem or _pattern(key, name, text, expect.get(key), wanted)
     return _PASSED if problem is None else Validation(False, problem)
+
+
+_PROCESS_KEYS = {
+    "exit_code",
+    "stdout_contains",
+    "stdout_regex",
+    "stdout_not_regex",
+    "stderr_contains",
+    "stderr_regex",
+    "stderr_not_regex",
+    "allow_warnings",
+}
+
+
+def _pattern(key: str, name: str, text: str, pattern: Any, wanted: bool) -> str | None:
+    """Why ``text`` fails ``expect.<key>`` (it must match ``pattern``, or must not), or ``None``."""
+    if pattern is None:
+        return None
+    try:
+        found = re.search(str(pattern), text, re.MULTILINE)
+    except re.error as exc:
+        return f"expect.{key} {pattern!r} is not a valid regular expression: {exc}"
+    if wanted and found is None:
+        return f"{name} does not match the pattern {pattern!r}: {_excerpt(text)}"
+    if not wanted and found is not None:
+        line = text[text.rfind("\n", 0, found.start()) + 1 :].split("\n", 1)[0]
+        return f"{name} matches {pattern!r}, which it must not: {_excerpt(line)}"
+    return None
 
 
 def validate_file(expect: Mapping[str, Any], result: ExecutionResult) -> Validation:

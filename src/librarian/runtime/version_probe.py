@@ -2,8 +2,10 @@
 
 Documentation is searched for the version that is installed, not the newest one, so a failing
 ``aws`` call is corrected with the ``aws`` manual of the right release. The probe runs inside the
-sandbox (same ``PATH``, same scrubbed environment) and tries, in order: ``TOOL --version``,
-``TOOL version``, and, for a Python distribution, ``importlib.metadata.version(TOOL)``.
+sandbox with the *task's* environment (its ``env``, its ``PATH``, its virtualenv: a task that runs a
+tool from its own virtualenv is probed there, not in the runtime's) and tries, in order:
+``TOOL --version``, ``TOOL version``, and, for a Python distribution,
+``importlib.metadata.version(TOOL)`` in the task's own interpreter.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from librarian.errors import InvalidInputError
 from librarian.runtime.contracts import Workspace
 from librarian.runtime.sandbox import EnvironmentManager
+from librarian.runtime.task_env import TaskEnvironment
 
 # A dotted version not glued to a preceding word or number: ``1.45.11``, ``v20.1.0``, ``9.6p1``,
 # ``2.0.0-rc1``; ``Python/3.11`` later on the line is not reached because the first match wins.
@@ -48,7 +51,12 @@ def parse_version(text: str) -> str | None:
 
 
 def detect_version(
-    tool: str, env: EnvironmentManager, workspace: Workspace, *, timeout_seconds: float = 30.0
+    tool: str,
+    env: EnvironmentManager,
+    workspace: Workspace,
+    *,
+    timeout_seconds: float = 30.0,
+    task_env: TaskEnvironment | None = None,
 ) -> ToolVersion | None:
     """Ask the sandbox which version of ``tool`` it has.
 
@@ -58,6 +66,8 @@ def detect_version(
         env: the Environment Manager whose sandbox is asked.
         workspace: where the probe runs.
         timeout_seconds: limit of each attempt.
+        task_env: the environment of the task whose tool is probed (its ``PATH``, virtualenv and
+            interpreter); ``None`` probes the sandbox's defaults.
 
     Returns:
         The tool, its version and the raw output it was read from; None when no attempt printed a
@@ -72,12 +82,18 @@ def detect_version(
         raise InvalidInputError(f"cannot split the tool command {tool!r}: {exc}") from exc
     if not prefix:
         raise InvalidInputError("the tool to probe is empty", hint="e.g. 'git' or 'python -m pip'")
+    own = task_env or TaskEnvironment()
     attempts = [[*prefix, "--version"], [*prefix, "version"]]
     if len(prefix) == 1 and "/" not in tool:
-        attempts.append([sys.executable, "-I", "-c", _METADATA, tool])
+        try:
+            python = own.interpreter(env.path, sys.executable)
+        except InvalidInputError:
+            python = None
+        if python is not None:
+            attempts.append([python, "-I", "-c", _METADATA, tool])
     for argv in attempts:
         try:
-            outcome = env.run(argv, workspace, timeout_seconds=timeout_seconds)
+            outcome = env.run(argv, workspace, timeout_seconds=timeout_seconds, env_overrides=own.overrides)
         except InvalidInputError:  # the program does not exist: the next attempt may still work
             continue
         if outcome.exit_code != 0 or outcome.timed_out:

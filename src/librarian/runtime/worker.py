@@ -28,6 +28,7 @@ from typing import Any, Literal
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.config import Settings
+from librarian.correction.triggers import WarningCheck, load_trigger_rules
 from librarian.errors import BackendUnavailableError, InvalidInputError, LibrarianError
 from librarian.runtime import attempts, store, wakeup
 from librarian.runtime.broker.base import Broker, Handler
@@ -65,11 +66,14 @@ class Services:
     registry: ExecutorRegistry = field(init=False)
     environment: EnvironmentManager = field(init=False)
     rewards: Rewards = field(init=False)
+    # The trigger rules that also fire on success ("flag ignored" warnings): they fail the task.
+    warnings: WarningCheck = field(init=False)
 
     def __post_init__(self) -> None:
         self.environment = EnvironmentManager.from_settings(self.settings)
         self.registry = build_registry(self.settings, environment=self.environment)
         self.rewards = Rewards.from_settings(self.settings)
+        self.warnings = WarningCheck(load_trigger_rules(self.settings.correction_trigger_files))
 
     def orchestrator(self, name: str | None = None) -> Orchestrator:
         """An orchestrator configured from the settings."""
@@ -297,7 +301,17 @@ def evaluator_batch_handler(
         with services.sessions.begin() as session:
             states = attempts.task_states(session, [task_id for _, task_id, _ in parsed])
             evaluated = [
-                (spec, state, evaluate(spec, result, state.retries, rewards=services.rewards))
+                (
+                    spec,
+                    state,
+                    evaluate(
+                        spec,
+                        result,
+                        state.retries,
+                        rewards=services.rewards,
+                        warning_check=services.warnings,
+                    ),
+                )
                 for spec, task_id, result in parsed
                 if (state := states.get(task_id)) is not None
             ]

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from librarian.errors import InvalidInputError, LibrarianError
-from librarian.runtime.contracts import ExecutionResult, TaskSpec
+from librarian.runtime.contracts import ExecutionResult, TaskSpec, Workspace
 from librarian.runtime.sandbox import EnvironmentManager, ProcessOutcome
+from librarian.runtime.task_env import TaskEnvironment, task_environment
 
 
 class PayloadError(InvalidInputError):
@@ -100,6 +101,18 @@ def string_map(task: TaskSpec, name: str) -> dict[str, str] | None:
     if value is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise PayloadError(f"{where(task)}: payload field {name!r} must map strings to strings")
     return cast("dict[str, str] | None", value)
+
+
+def environment_of(task: TaskSpec, environment: EnvironmentManager, workspace: Workspace) -> TaskEnvironment:
+    """The task's ``env``, ``venv`` and ``python`` (:mod:`librarian.runtime.task_env`).
+
+    Raises:
+        PayloadError: one of them is malformed; the message names the task and the field.
+    """
+    try:
+        return task_environment(task.payload, workspace.root, environment.path)
+    except InvalidInputError as exc:
+        raise PayloadError(f"{where(task)}: {exc.message}", hint=exc.hint) from exc
 
 
 def expect(task: TaskSpec) -> Mapping[str, Any]:

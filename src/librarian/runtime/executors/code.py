@@ -1,10 +1,13 @@
 """``code_executor``: run Python source in the same sandbox as commands.
 
-Payload: ``code`` (Python source), optional ``args`` (``sys.argv[1:]``), ``env``, ``stdin``,
-``timeout_seconds``, ``memory_mb``, ``output_bytes`` and ``expect.exit_code``. The source is written to
-a file inside the workspace and run by this interpreter in isolated mode (``-I``: no ``PYTHON*``
-variables, no user site, the script's directory not on ``sys.path`` ahead of the standard library).
-When the program dies of an exception, the failure carries its traceback and exception type.
+Payload: ``code`` (Python source), optional ``args`` (``sys.argv[1:]``), ``env``, ``venv``, ``python``,
+``stdin``, ``timeout_seconds``, ``memory_mb``, ``output_bytes`` and ``expect.exit_code``. The source is
+written to a file inside the workspace and run in isolated mode (``-I``: no ``PYTHON*`` variables, no
+user site, the script's directory not on ``sys.path`` ahead of the standard library) by the task's own
+interpreter: the payload's ``python``, else its virtualenv's (``venv``), else the first ``python3`` on
+the ``PATH`` the task sets in ``env``, else the runtime's own (so a task that names no environment
+gets the libraries installed with Librarian). When the program dies of an exception, the failure
+carries its traceback and exception type.
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ from pathlib import Path
 from librarian.errors import LibrarianError
 from librarian.runtime.contracts import ExecutionResult, TaskSpec, Workspace
 from librarian.runtime.executors.base import (
+    environment_of,
     expected_exit_code,
     failure,
     field,
     from_error,
     process_limits,
     string_list,
-    string_map,
 )
 from librarian.runtime.executors.command import outcome_result
 from librarian.runtime.sandbox import EnvironmentManager
@@ -49,11 +52,13 @@ class CodeExecutor:
             code = field(task, "code", str, required=True)
             args = string_list(task, "args") or []
             expected = expected_exit_code(task)
+            environment = environment_of(task, self.environment, workspace)
+            python = environment.interpreter(self.environment.path, self.python)
             script = _write_script(workspace, task, code)
             outcome = self.environment.run(
-                [self.python, "-I", str(script), *args],
+                [python, "-I", str(script), *args],
                 workspace,
-                env_overrides=string_map(task, "env"),
+                env_overrides=environment.overrides,
                 stdin=field(task, "stdin", str),
                 **process_limits(task, self.environment),
             )

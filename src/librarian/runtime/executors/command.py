@@ -2,8 +2,9 @@
 
 Payload: exactly one of ``argv`` (a list of strings, run without a shell, so no value is ever
 interpolated) or ``script`` (run as ``/bin/sh -c script``: only when the payload says ``script``);
-optional ``env`` (variables the task sets), ``stdin``, ``timeout_seconds``, ``memory_mb``,
-``output_bytes`` and ``expect.exit_code`` (default 0: the exit code that counts as success).
+optional ``env`` (variables the task sets), ``venv`` (a virtualenv whose ``bin`` goes first on the
+task's ``PATH``), ``stdin``, ``timeout_seconds``, ``memory_mb``, ``output_bytes`` and
+``expect.exit_code`` (default 0: the exit code that counts as success).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from librarian.errors import LibrarianError
 from librarian.runtime.contracts import ExecutionResult, TaskSpec, Workspace
 from librarian.runtime.executors.base import (
     PayloadError,
+    environment_of,
     expected_exit_code,
     failure,
     field,
@@ -23,7 +25,6 @@ from librarian.runtime.executors.base import (
     process_limits,
     process_output,
     string_list,
-    string_map,
     success,
     where,
 )
@@ -47,7 +48,7 @@ class CommandExecutor:
             outcome = self.environment.run(
                 argv,
                 workspace,
-                env_overrides=string_map(task, "env"),
+                env_overrides=environment_of(task, self.environment, workspace).overrides,
                 stdin=field(task, "stdin", str),
                 **process_limits(task, self.environment),
             )
