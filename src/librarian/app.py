@@ -286,11 +286,17 @@ class Librarian:
         scopes: tuple[str, ...] = (),
         max_depth: int = 3,
         max_commands: int = 2000,
+        path: str | None = None,
         progress: ProgressCallback | None = None,
     ) -> IngestReport:
-        """Ingest a CLI's help, one entity per command and subcommand, at the version it reports."""
+        """Ingest a CLI's help, one entity per command and subcommand, at the version it reports.
+
+        ``path`` is the ``PATH`` to find and run the tool with (default: the interpreter's ``bin``
+        directory, then this process's ``PATH``), so a tool installed in another environment is
+        documented at the version installed there; a refresh runs it with the same ``PATH``.
+        """
         version, listing = connectors.cli_listing(
-            command, scopes=scopes, max_depth=max_depth, max_commands=max_commands
+            command, scopes=scopes, max_depth=max_depth, max_commands=max_commands, path=path
         )
         scope = f"?scope={','.join(sorted(scopes))}" if scopes else ""
         return self.ingest_listing(
@@ -305,6 +311,7 @@ class Librarian:
                 "max_depth": max_depth,
                 "max_commands": max_commands,
                 "sdk_version": sdk_version,
+                "path": path,
             },
             progress=progress,
         )

@@ -230,6 +230,32 @@ class Settings(BaseSettings):
         default=True,
         description="Pause a workflow with a question when no correction qualifies, before escalating.",
     )
+    correction_max_chain: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description=(
+            "Corrections that may follow one another, each correcting the new error the last one met "
+            "(a chain), before the loop stops going deeper."
+        ),
+    )
+    correction_max_alternatives: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description=(
+            "Corrections tried from one failed command (or code) before the loop goes back a step or "
+            "gives up with a report."
+        ),
+    )
+    correction_index_on_demand: bool = Field(
+        default=True,
+        description=(
+            "When the failing tool (or Python package) has no documentation indexed at the detected "
+            "version, index it from the task's environment before researching: its --help walk, or "
+            "its installed API."
+        ),
+    )
 
     @field_validator("home")
     @classmethod

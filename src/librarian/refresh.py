@@ -370,6 +370,7 @@ def _run_connector(lib: Librarian, target: RefreshTarget, progress: ProgressCall
             scopes=tuple(_option(options, "scopes", list, target)),
             max_depth=_option(options, "max_depth", int, target),
             max_commands=_option(options, "max_commands", int, target),
+            path=_optional(options, "path", str, target),
             progress=progress,
         )
     if target.kind == "python-package":

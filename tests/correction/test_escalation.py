@@ -107,7 +107,7 @@ def test_the_json_report_round_trips_and_is_written_next_to_the_markdown(tmp_pat
 
 
 def test_the_loop_escalates_when_nothing_can_be_researched(tmp_path: Path) -> None:
-    """The real AWS CLI rejects the option, and no documentation is indexed at all."""
+    """The real AWS CLI rejects the option, no documentation is indexed, and none is indexed on demand."""
     settings = Settings(home=tmp_path / "home", runtime_workers=2, runtime_task_timeout_seconds=120.0)
     spec = (
         WorkflowBuilder("upload", goal="Upload report.csv to bucket my-bucket with tag compliance=strict")
@@ -122,7 +122,7 @@ def test_the_loop_escalates_when_nothing_can_be_researched(tmp_path: Path) -> No
     )
     with Librarian(settings) as docs:
         loop = SelfCorrectingCorrector.from_settings(
-            settings, librarian=docs, options=LoopOptions(ask_user=False)
+            settings, librarian=docs, options=LoopOptions(ask_user=False, index_on_demand=False)
         )
         try:
             with Runtime(settings, correctors=[loop]) as runtime:
@@ -158,7 +158,9 @@ def test_the_loop_escalates_when_nothing_can_be_researched(tmp_path: Path) -> No
     assert "Unknown options: --tagging,compliance=strict" in failure["stderr"]
     assert [(r["version"], r["error"]) for r in data["research"]] == [(version, True), ("latest", True)]
     assert any("ingest-cli aws" in step for step in data["next_steps"])
-    assert data["candidates"] == []
+    # Without documentation the only idea is dropping the rejected option, too weak to apply.
+    assert [c["argv"] for c in data["candidates"]] == [SEED[:5]]
+    assert all(c["confidence"] < data["threshold"] for c in data["candidates"])
     assert "Unknown options" in markdown_path.read_text()
 
 

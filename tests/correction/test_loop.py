@@ -300,7 +300,9 @@ def test_git_removed_option_is_replaced_as_the_error_says(open_loop: Any) -> Non
     steps = loop.steps(report, "track")
     assert steps[0].data["category"] == "api_drift" and "no longer supported" in steps[0].data["matched_text"]
     correction = loop.correction(report, "track")
-    assert correction["strategy"] == "explicit_replacement"
+    # The command-line edit that follows the error's own words ("use ... instead") wins.
+    assert correction["strategy"] in ("explicit_replacement", "command_edit")
+    assert "no longer supported" in correction["rationale"]
     assert correction["argv"] == ["git", "branch", "--set-upstream-to", "origin/main"]
     assert report.task("verify").status == "success"  # git itself confirms the upstream
 
@@ -363,15 +365,19 @@ def test_a_wrong_learned_fix_is_counted_and_the_loop_goes_back_to_the_original_c
         ("knowledge_base", BAD_TRACK),
         ("research", ["git", "branch", "--set-upstream-to", "origin/main"]),
     ]
-    back = next(e for e in steps if e.stage == "correction_failed")
-    assert back.data["original_argv"] == TRACK and back.data["tried"] == [BAD_TRACK]
+    # git rejects the option the wrong fix brought in: a setback, not progress, and that option is
+    # blamed so no later candidate brings it back; the original command is corrected again.
+    back = next(e for e in steps if e.stage == "stage")
+    assert back.data["relation"] == "setback" and back.data["tried"] == 1
+    assert back.data["blamed"] == ["--set-upstream-too"]
     fixes = FixStore(loop.corrector.sessions)
     wrong = fixes.fix(bad)
     assert wrong is not None and (wrong.successes, wrong.failures) == (0, 1)
     [settled] = loop.learn(report)
     assert settled.outcome == "succeeded" and settled.new_fix
     # Next time the right fix is trusted and the wrong one is not.
-    ranked = fixes.lookup(problem_of(TRACK, str(back.data["trigger"]["matched_text"]), wrong.tool_version))
+    first = next(e for e in steps if e.stage == "trigger")
+    ranked = fixes.lookup(problem_of(TRACK, str(first.data["matched_text"]), wrong.tool_version))
     assert ranked[0].entry["fixed_argv_template"][-2] == "--set-upstream-to"
 
 
@@ -419,7 +425,8 @@ def test_pip_option_moved_to_another_command_is_rewritten_from_its_synopsis(open
 
 
 def test_loop_correctors_wire_the_loop_into_a_runtime(tmp_path: Path) -> None:
-    """The factory for workers and the CLI; the error text alone names git's replacement."""
+    """The factory for workers and the CLI: nothing is indexed in this home, so the loop indexes git's
+    help itself (in the task's environment) before it researches."""
     settings = Settings(home=tmp_path / "fresh", runtime_workers=2, runtime_task_timeout_seconds=120.0)
     correctors = loop_correctors(settings)
     assert [c.name for c in correctors] == ["self_correcting", "create_missing_path"]
@@ -432,8 +439,10 @@ def test_loop_correctors_wire_the_loop_into_a_runtime(tmp_path: Path) -> None:
     finally:
         loop.close()
     assert report.status == "success", report.failure_report
+    docs = next(e for e in timeline if e.stage == "docs")
+    assert docs.data["indexed"] and "indexed the help of `git`" in docs.summary
     research = next(e for e in timeline if e.stage == "research")
-    assert research.data["error"]  # nothing is indexed in this home
+    assert not research.data["error"] and research.data["resolved_version"] == research.data["version"]
     correction = next(e for e in timeline if e.stage == "correction")
     assert correction.data["argv"] == ["git", "branch", "--set-upstream-to", "origin/main"]
 

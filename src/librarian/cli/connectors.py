@@ -40,6 +40,14 @@ def ingest_cli(
     ] = None,
     max_depth: Annotated[int, typer.Option("--max-depth", min=1, max=8, help="Subcommand depth.")] = 3,
     max_commands: Annotated[int, typer.Option("--max-commands", min=1, help="Stop after this many.")] = 2000,
+    path: Annotated[
+        str | None,
+        typer.Option(
+            "--path",
+            help="PATH to find and run the tool with (e.g. a virtualenv's bin first), "
+            "to document the version installed there.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a CLI's help over its subcommands (sandboxed, in parallel) and ingest one entity per command."""
@@ -51,6 +59,7 @@ def ingest_cli(
             scopes=tuple(scope or ()),
             max_depth=max_depth,
             max_commands=max_commands,
+            path=path,
             progress=progress,
         )
     _report(report, as_json)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from librarian.correction.command_tree import CommandTree
 from librarian.correction.helpdocs import CommandDoc, command_doc
 
 __all__ = ["Candidate", "FailureInput", "Strategy", "rank_candidates"]
@@ -28,6 +29,11 @@ class FailureInput:
             ``subcommand_path``, ``options``, ``global_options``, ``synopsis``).
         learned_fixes: verified fixes for the failure's signature: dicts with ``signature``,
             ``failed_argv_template``, ``fixed_argv_template``, ``successes`` and ``failures``.
+        tree: every documented command of the tool at the detected version, when loaded (edits
+            are checked against it); ``None`` uses the commands the snippets document.
+        tool: the tool's name as documented (the program's base name when ``None``).
+        blamed: option names and words that an earlier correction introduced and the tool then
+            rejected: no candidate may bring them back.
     """
 
     argv: list[str]
@@ -38,6 +44,9 @@ class FailureInput:
     tool_version: str | None = None
     snippets: list[dict[str, Any]] = field(default_factory=list)
     learned_fixes: list[dict[str, Any]] = field(default_factory=list)
+    tree: CommandTree | None = None
+    tool: str | None = None
+    blamed: tuple[str, ...] = ()
 
     @property
     def output(self) -> str:

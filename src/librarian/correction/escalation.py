@@ -41,6 +41,7 @@ class FailedCommand:
         stderr: its standard error (scrubbed, last 4000 characters).
         stdout: its standard output (scrubbed, last 4000 characters).
         classification: what the trigger rules said (``category``, ``rule_id``, ``correctable``).
+        code: for a code task, the source that failed (``argv`` is then empty).
     """
 
     argv: list[str]
@@ -48,10 +49,17 @@ class FailedCommand:
     stderr: str
     stdout: str = ""
     classification: dict[str, Any] = field(default_factory=dict)
+    code: str | None = None
+
+    @property
+    def key(self) -> tuple[str, ...] | str:
+        """What ran, comparably: the argv, or the code."""
+        return self.code if self.code is not None else tuple(self.argv)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready, scrubbed copy."""
         return {
+            **({"code": scrub(self.code)[-_OUTPUT_LIMIT:]} if self.code is not None else {}),
             "argv": [scrub(token) for token in self.argv],
             "exit_code": self.exit_code,
             "stderr": scrub(self.stderr)[-_OUTPUT_LIMIT:],
@@ -139,6 +147,7 @@ class EscalationReport:
                     stderr=str(item.get("stderr") or ""),
                     stdout=str(item.get("stdout") or ""),
                     classification=dict(item.get("classification") or {}),
+                    code=str(item["code"]) if item.get("code") is not None else None,
                 )
                 for item in items("failures")
             ],
@@ -177,8 +186,9 @@ class EscalationReport:
         lines += ["## Failed commands", ""]
         for number, failure in enumerate(data["failures"], start=1):
             classification = failure["classification"]
+            ran = "the task's code" if failure.get("code") is not None else f"`{shlex.join(failure['argv'])}`"
             lines += [
-                f"{number}. `{shlex.join(failure['argv'])}` exited with {failure['exit_code']}"
+                f"{number}. {ran} exited with {failure['exit_code']}"
                 + (
                     f" ({classification.get('category')}, rule `{classification.get('rule_id')}`)"
                     if classification
@@ -216,8 +226,13 @@ class EscalationReport:
         if not data["candidates"]:
             lines += ["No strategy proposed a correction.", ""]
         for candidate in data["candidates"]:
+            shown = (
+                "; ".join(str(e.get("summary") or "") for e in candidate.get("edits") or [])
+                if candidate.get("code") is not None
+                else shlex.join(candidate.get("argv") or [])
+            )
             lines += [
-                f"- `{shlex.join(candidate.get('argv') or [])}`: {candidate.get('strategy')}, confidence "
+                f"- `{shown}`: {candidate.get('strategy')}, confidence "
                 f"{float(candidate.get('confidence') or 0):.2f}"
                 + (f" (threshold {self.threshold:.2f})" if self.threshold is not None else "")
                 + (

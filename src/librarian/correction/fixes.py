@@ -108,6 +108,11 @@ class AttemptRecord:
         snippets: the research snippets it relied on.
         research_calls: research calls made for this correction.
         failed_at: when the failure was recorded.
+        kind: ``command`` or ``code``.
+        failed_code, corrected_code: a code task's source before and after (``None`` for commands).
+        edits: the edits that made the correction.
+        chain_parent_id: the attempt whose correction this one corrects further, if any.
+        depth: its depth in that chain (0 for a first correction).
     """
 
     workflow_id: uuid.UUID
@@ -127,6 +132,12 @@ class AttemptRecord:
     research_calls: int = 0
     failed_at: datetime | None = None
     exit_code: int | None = None
+    kind: str = "command"
+    failed_code: str | None = None
+    corrected_code: str | None = None
+    edits: list[dict[str, Any]] = field(default_factory=list)
+    chain_parent_id: int | None = None
+    depth: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,8 @@ class Settlement:
         successes, failures: the fix's counts after this verdict.
         reward: the retry's reward (also added to the strategy statistics).
         correction_seconds: from the failure to the successful retry's result, when it succeeded.
+        chain_fix_id: for the end of a chain, the verified fix saved for the whole chain (from the
+            task's first failed command to the one that worked).
     """
 
     attempt_id: int
@@ -158,6 +171,8 @@ class Settlement:
     failures: int
     reward: float | None
     correction_seconds: float | None = None
+    chain_fix_id: int | None = None
+    shown: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -175,6 +190,8 @@ class Settlement:
             "failures": self.failures,
             "reward": self.reward,
             "correction_seconds": self.correction_seconds,
+            "chain_fix_id": self.chain_fix_id,
+            "shown": self.shown,
         }
 
 
@@ -228,11 +245,13 @@ class FixStore:
                 tool_version=row.tool_version,
                 entry={
                     "id": row.id,
+                    "kind": row.kind,
                     "signature": row.signature,
                     "failed_argv_template": list(row.failed_template),
                     "fixed_argv_template": list(row.fixed_template),
                     "successes": row.successes,
                     "failures": row.failures,
+                    "strategy": row.strategy,
                 },
                 snippets=list(row.snippets or []),
             )
@@ -283,11 +302,24 @@ class FixStore:
             failed_at=record.failed_at,
             proposed_at=utcnow(),
             outcome=_PROPOSED,
+            kind=record.kind,
+            failed_code=record.failed_code,
+            corrected_code=record.corrected_code,
+            edits=list(record.edits),
+            chain_parent_id=record.chain_parent_id,
+            depth=record.depth,
         )
         with self.sessions.begin() as session:
             session.add(attempt)
             session.flush()
             return attempt.id
+
+    def blame(self, attempt_id: int, tokens: Sequence[str]) -> None:
+        """Record what an attempt introduced that the tool then rejected (never proposed again)."""
+        with self.sessions.begin() as session:
+            attempt = session.get(CorrectionAttempt, attempt_id)
+            if attempt is not None:
+                attempt.blamed = sorted({*(attempt.blamed or ()), *tokens})
 
     def attempts(self, workflow_id: uuid.UUID, task_id: uuid.UUID | None = None) -> list[CorrectionAttempt]:
         """The attempts made in a workflow (for one task), oldest first."""
@@ -332,12 +364,14 @@ class FixStore:
             if won.rowcount != 1:  # type: ignore[attr-defined]
                 return None  # settled concurrently by someone else
             fix: VerifiedFix | None = None
+            chain_fix: VerifiedFix | None = None
             new_fix = False
             if outcome == "succeeded":
                 fix, new_fix = self._count_success(session, attempt)
+                chain_fix = self._count_chain(session, attempt)
             elif outcome == "failed":
                 fix = self._count_failure(session, attempt)
-            if outcome != "not_applied" and reward is not None:
+            if outcome in ("succeeded", "failed") and reward is not None:
                 self.policy.record(session, attempt.trigger_category, attempt.strategy, reward)
             seconds = None
             if succeeded_at is not None and attempt.failed_at is not None:
@@ -356,27 +390,76 @@ class FixStore:
                 failures=fix.failures if fix is not None else 0,
                 reward=reward,
                 correction_seconds=seconds,
+                chain_fix_id=chain_fix.id if chain_fix is not None else None,
+                shown=_shown(attempt),
             )
 
     def _count_success(self, session: Session, attempt: CorrectionAttempt) -> tuple[VerifiedFix, bool]:
-        workspace = self.workspaces / str(attempt.workflow_id) if self.workspaces else None
-        template = make_fix_template(attempt.failed_argv, attempt.corrected_argv, workspace)
-        key = _template_key(template.failed, template.fixed)
-        fix = self._fix_for(session, attempt, key)
+        failed, fixed = self._template(attempt, attempt, [dict(e) for e in attempt.edits or []])
+        return self._save_success(
+            session, attempt, attempt, failed, fixed, attempt.strategy, attempt.rationale
+        )
+
+    def _count_chain(self, session: Session, last: CorrectionAttempt) -> VerifiedFix | None:
+        """For the end of a chain: save the whole chain as one fix of the first failure's problem.
+
+        The next time the task's original command fails the same way, that fix goes straight to the
+        command that finally worked, without the intermediate failures or any research.
+        """
+        chain = [last]
+        while chain[-1].chain_parent_id is not None and len(chain) < 50:
+            parent = session.get(CorrectionAttempt, chain[-1].chain_parent_id)
+            if parent is None:
+                break
+            chain.append(parent)
+        if len(chain) == 1:
+            return None
+        root = chain[-1]
+        edits = [dict(edit) for attempt in reversed(chain) for edit in attempt.edits or []]
+        failed, fixed = self._template(root, last, edits)
+        steps = " -> ".join(attempt.strategy for attempt in reversed(chain))
+        rationale = f"a chain of {len(chain)} corrections ({steps}), each past the error of the one before"
+        fix, _ = self._save_success(session, root, last, failed, fixed, "chain", rationale)
+        return fix
+
+    def _template(
+        self, first: CorrectionAttempt, last: CorrectionAttempt, edits: list[dict[str, Any]]
+    ) -> tuple[list[Any], list[Any]]:
+        """The failed and fixed templates from ``first``'s failure to ``last``'s correction."""
+        if first.kind == "code":
+            return [], edits
+        workspace = self.workspaces / str(first.workflow_id) if self.workspaces else None
+        template = make_fix_template(first.failed_argv, last.corrected_argv, workspace)
+        return list(template.failed), list(template.fixed)
+
+    def _save_success(
+        self,
+        session: Session,
+        problem: CorrectionAttempt,
+        last: CorrectionAttempt,
+        failed: list[Any],
+        fixed: list[Any],
+        strategy: str,
+        rationale: str,
+    ) -> tuple[VerifiedFix, bool]:
+        """Count a success on the fix ``(failed, fixed)`` of ``problem``'s signature, saving it if new."""
+        key = _template_key(failed, fixed)
+        fix = self._fix_for(session, problem, key, reused=last.fix_id if problem is last else None)
         created = False
         if fix is None:
             fix = VerifiedFix(
-                signature=attempt.signature,
-                tool=attempt.tool,
-                tool_version=attempt.tool_version,
-                normalized_error=attempt.normalized_error,
-                intent=attempt.intent,
+                signature=problem.signature,
+                kind=problem.kind,
+                tool=problem.tool,
+                tool_version=problem.tool_version,
+                normalized_error=problem.normalized_error,
+                intent=problem.intent,
                 template_key=key,
-                failed_template=template.failed,
-                fixed_template=template.fixed,
-                strategy=attempt.strategy,
-                rationale=attempt.rationale,
-                snippets=list(attempt.snippets or []),
+                failed_template=failed,
+                fixed_template=fixed,
+                strategy=strategy,
+                rationale=rationale,
+                snippets=list(last.snippets or []),
                 successes=0,
                 failures=0,
                 created_at=utcnow(),
@@ -386,7 +469,7 @@ class FixStore:
                     session.add(fix)
             except IntegrityError:
                 # Saved concurrently by another settler: count on that row instead.
-                fix = self._fix_for(session, attempt, key)
+                fix = self._fix_for(session, problem, key)
                 if fix is None:
                     raise
             else:
@@ -401,14 +484,17 @@ class FixStore:
         _count_outcome(session, fix, "failed")
         return fix
 
-    def _fix_for(self, session: Session, attempt: CorrectionAttempt, key: str) -> VerifiedFix | None:
-        if attempt.fix_id is not None:
-            reused = session.get(VerifiedFix, attempt.fix_id)
-            if reused is not None and reused.signature == attempt.signature and reused.template_key == key:
-                return reused
+    def _fix_for(
+        self, session: Session, problem: CorrectionAttempt, key: str, *, reused: int | None = None
+    ) -> VerifiedFix | None:
+        """The stored fix ``key`` of ``problem``'s signature (the ``reused`` one, when it is that fix)."""
+        if reused is not None:
+            fix = session.get(VerifiedFix, reused)
+            if fix is not None and fix.signature == problem.signature and fix.template_key == key:
+                return fix
         return session.scalar(
             select(VerifiedFix).where(
-                VerifiedFix.signature == attempt.signature, VerifiedFix.template_key == key
+                VerifiedFix.signature == problem.signature, VerifiedFix.template_key == key
             )
         )
 
@@ -504,7 +590,7 @@ def _verdict(
             for i, event in enumerate(log)
             if event.kind == "surgery"
             and as_utc(event.at) >= as_utc(attempt.proposed_at)
-            and _retry_argv(event) == list(attempt.corrected_argv)
+            and _retried(event, attempt)
         ),
         None,
     )
@@ -518,7 +604,19 @@ def _verdict(
         return ("failed", None, None) if finished else None
     reward = _reward(result)
     if result.to_status != TaskStatus.SUCCESS.value:
-        return ("failed", reward, None)
+        # The loop decides what the failure means when it next corrects the task: a correction of
+        # this correction continues a chain (no verdict yet: the chain's end decides), anything
+        # else means this one was wrong.
+        later = list(
+            session.scalars(
+                select(CorrectionAttempt).where(
+                    CorrectionAttempt.task_id == attempt.task_id, CorrectionAttempt.id > attempt.id
+                )
+            )
+        )
+        if any(other.chain_parent_id == attempt.id for other in later):
+            return ("continued", reward, None)
+        return ("failed", reward, None) if later or finished else None
     dependants = [
         other
         for other in store.workflow_tasks(session, task.workflow_id)
@@ -531,11 +629,14 @@ def _verdict(
     return None
 
 
-def _retry_argv(event: TaskEvent) -> list[str] | None:
+def _retried(event: TaskEvent, attempt: CorrectionAttempt) -> bool:
+    """Whether a surgery event retried the task with the attempt's correction."""
     plan = (event.data or {}).get("plan") or {}
     payload = (plan.get("retry") or {}).get("payload") or {}
+    if attempt.kind == "code":
+        return attempt.corrected_code is not None and payload.get("code") == attempt.corrected_code
     argv = payload.get("argv")
-    return list(argv) if isinstance(argv, list) else None
+    return isinstance(argv, list) and argv == list(attempt.corrected_argv)
 
 
 def _reward(event: TaskEvent) -> float | None:
@@ -548,18 +649,31 @@ def _template_key(failed: Sequence[str], fixed: Sequence[str]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _shown(attempt: CorrectionAttempt) -> str:
+    """What an attempt ran, for a person: its command line, or the edits it made to the code."""
+    if attempt.kind != "code":
+        return shlex.join(attempt.corrected_argv)
+    described = [str(edit.get("summary") or "") for edit in attempt.edits or []]
+    return "; ".join(d for d in described if d) or "the corrected code"
+
+
 def _settlement_summary(settlement: Settlement) -> str:
-    command = shlex.join(settlement.corrected_argv)
+    command = settlement.shown or shlex.join(settlement.corrected_argv)
     if settlement.outcome == "succeeded":
         what = (
             "saved as a new verified fix" if settlement.new_fix else "one more success for the verified fix"
         )
+        chain = (
+            f"; the whole chain from the first failure is verified fix #{settlement.chain_fix_id}"
+            if settlement.chain_fix_id is not None
+            else ""
+        )
         return (
             f"`{command}` passed the evaluator and the tasks after it: {what} #{settlement.fix_id} "
             f"({settlement.successes} successes, {settlement.failures} failures); strategy "
-            f"{settlement.strategy!r} rewarded {settlement.reward:+.2f}"
+            f"{settlement.strategy!r} rewarded {settlement.reward:+.2f}{chain}"
             if settlement.reward is not None
-            else f"`{command}` passed: {what} #{settlement.fix_id}"
+            else f"`{command}` passed: {what} #{settlement.fix_id}{chain}"
         )
     if settlement.outcome == "failed":
         counted = (
@@ -568,4 +682,6 @@ def _settlement_summary(settlement: Settlement) -> str:
             else ""
         )
         return f"`{command}` did not solve the problem{counted}"
+    if settlement.outcome == "continued":
+        return f"`{command}` got past its error and met another, which the next correction answers"
     return f"`{command}` was never applied (another plan was used, or the workflow ended first)"

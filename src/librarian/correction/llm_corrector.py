@@ -61,6 +61,10 @@ class LLMRequest:
         snippets: research snippets (``entity_name``, ``content``, ``source_url``, ``flags``...).
         tried: corrected commands that already failed for this task.
         answers: the user's answers to clarification questions.
+        candidates: the offline strategies' best candidates (``CorrectionOption.to_dict()``), with
+            their evidence, so the model weighs what the documentation already supports.
+        chain: the task's failed runs so far, oldest first (``FailedCommand.to_dict()``): a correction
+            that met a new error is corrected from where it stands.
     """
 
     goal: str
@@ -75,6 +79,8 @@ class LLMRequest:
     snippets: Sequence[dict[str, Any]] = ()
     tried: Sequence[Sequence[str]] = ()
     answers: Sequence[str] = ()
+    candidates: Sequence[dict[str, Any]] = ()
+    chain: Sequence[dict[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -240,6 +246,25 @@ def render_request(request: LLMRequest) -> str:
         sections.append(
             "Corrections already tried, which failed too:\n"
             + "\n".join(json.dumps(list(t)) for t in request.tried)
+        )
+    if len(request.chain) > 1:
+        runs = []
+        for number, item in enumerate(request.chain, start=1):
+            ran = "the code" if item.get("code") is not None else json.dumps(item.get("argv"))
+            runs.append(
+                f"{number}. {ran} exited {item.get('exit_code')}: {str(item.get('stderr') or '')[-400:]}"
+            )
+        sections.append("The task's failed runs so far, oldest first:\n" + "\n".join(runs))
+    if request.candidates:
+        lines = []
+        for item in request.candidates:
+            shown = json.dumps(item.get("argv")) if item.get("code") is None else "(corrected code)"
+            lines.append(
+                f"- {shown} by {item.get('strategy')}, confidence {item.get('confidence')}: "
+                f"{str(item.get('rationale') or '')[:400]}"
+            )
+        sections.append(
+            "Candidates the offline strategies found, with their documentary evidence:\n" + "\n".join(lines)
         )
     if request.answers:
         sections.append("The user answered:\n" + "\n".join(f"- {a}" for a in request.answers))

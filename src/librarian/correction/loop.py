@@ -1,35 +1,38 @@
 """The self-correcting loop: a runtime corrector that fixes API drift from what it learned and from the docs.
 
-For a failed command task, :meth:`SelfCorrectingCorrector.propose` goes through these steps, and writes
-each one to the workflow's timeline (:mod:`~librarian.correction.timeline`):
+For a failed command task (or code task: :mod:`~librarian.correction.code_flow`),
+:meth:`SelfCorrectingCorrector.propose` goes through these steps, and writes each one to the workflow's
+timeline (:mod:`~librarian.correction.timeline`):
 
 1. **trigger** -- classify the failure with the trigger rules (:mod:`~librarian.correction.triggers`);
    a transient one is retried unchanged; only correctable ones (API drift) go on; others are left to
-   other correctors. When the failing command is the loop's own earlier correction of this task, that
-   correction is recorded as failed and the *original* command is corrected again, never with a
-   command already tried.
-2. **version** -- detect the tool's version inside the task's sandbox (``TOOL --version``...).
-3. **reuse before research** -- the *session cache* (corrections made earlier in this workflow for the
-   same tool, intent, version and error), then the *knowledge base* of verified fixes for the problem
-   signature (:mod:`~librarian.correction.fixes`). A fix that applies with enough confidence is used
-   without any research.
-4. **research** -- ``research_api_usage`` with the detected version and the error text, then the
-   offline strategies (explicit replacement, synopsis rewrite) on the snippets, and the LLM corrector
-   when an LLM is configured.
-5. **choose** -- the best option at or above the confidence threshold, near ties broken by the
-   strategy policy; never a command already tried for this task.
-6. **fall back** -- research again with broader terms and ``version='latest'``; then ask the user a
-   question (a :class:`~librarian.runtime.correctors.ClarificationRequest`: the workflow pauses until
-   ``librarian workflow answer``); with the answer, the loop takes a command line the user typed, or
-   researches and reads their words as it reads an error message ("use X instead"); when even that
-   gives nothing, it escalates: an escalation report (Markdown and JSON) is written, and the corrector
-   gives up so that the workflow ends with a report instead of a guess.
+   other correctors. A task that exited as expected but warned that part of it was ignored arrives
+   here too (the evaluator failed it).
+2. **stage** -- when the failure is the loop's own earlier correction failing
+   (:mod:`~librarian.correction.stages`): a correction that got past its error and met a new one is
+   corrected from where it stands (a *chain*, up to ``max_chain`` deep); one that met the same error,
+   or whose own additions the tool rejects (which are then *blamed*), was wrong, so the command it
+   corrected is corrected again with another candidate (at most ``max_alternatives`` per stage).
+3. **version** -- detect the tool's (or package's) version inside the task's own environment.
+4. **reuse before research** -- the *session cache* (corrections made earlier in this workflow for the
+   same problem), then the *knowledge base* of verified fixes for the problem signature
+   (:mod:`~librarian.correction.fixes`). A fix that applies with enough confidence is used without
+   any research.
+5. **docs** -- when nothing is indexed for the tool at that version, index it now
+   (:mod:`~librarian.correction.on_demand`), then load the tool's documented commands (or API).
+6. **research** -- ``research_api_usage`` with the detected version and the error text, then the
+   offline strategies on the snippets and the documentation (explicit replacement, synopsis rewrite,
+   command-line edits; syntax-tree edits for code), and the LLM corrector when one is configured.
+7. **choose** -- the best option at or above the confidence threshold, near ties broken by the
+   strategy policy; never one already tried from this stage, nor one that brings back what was blamed.
+8. **fall back** -- research again with broader terms and ``version='latest'``; then ask the user;
+   then escalate with a report (:mod:`~librarian.correction.fallback`).
 
 The chosen correction becomes a plan whose last step retries the failed task with the corrected
-command (the payload's environment and expectations kept), and a correction attempt is stored;
-:func:`~librarian.correction.fixes.learn_from_workflow` (and the loop itself, at its next call for
-the workflow) turns the ones that pass the evaluator into verified fixes. Nothing here names a tool,
-an option or a command.
+command or code (the payload's environment and expectations kept), and a correction attempt is
+stored; :func:`~librarian.correction.fixes.learn_from_workflow` (and the loop itself, at its next call
+for the workflow) turns the ones that pass the evaluator into verified fixes, a whole chain into one.
+Nothing here names a tool, an option, a module or a command.
 """
 
 from __future__ import annotations
@@ -40,21 +43,26 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.app import Librarian
 from librarian.config import Settings
+from librarian.correction import code_flow
 from librarian.correction.answers import USER_COMMAND_CONFIDENCE, answer_command, answers_for
-from librarian.correction.escalation import EscalationReport, FailedCommand
+from librarian.correction.command_flow import CommandKind, command_failure, offline_candidates
+from librarian.correction.command_tree import CommandTree
+from librarian.correction.escalation import FailedCommand
+from librarian.correction.fallback import ask_user, escalate
 from librarian.correction.fixes import AttemptRecord, FixStore, learn_from_workflow
 from librarian.correction.llm_corrector import LLMCorrector, LLMRequest
 from librarian.correction.locate import locate_task
 from librarian.correction.narration import candidates_summary, research_summary, trigger_summary
+from librarian.correction.on_demand import DocsOnDemand
 from librarian.correction.options import CorrectionOption, build_plan, from_candidate, rank_options
-from librarian.correction.problem import problem_of, tool_of
+from librarian.correction.problem import problem_of
 from librarian.correction.research_step import (
     Researcher,
     broader_query,
@@ -63,10 +71,13 @@ from librarian.correction.research_step import (
     used_snippets,
 )
 from librarian.correction.reuse import knowledge_base_options, session_cache_options
+from librarian.correction.stages import SubjectKind, find_stage
 from librarian.correction.state import LoopOptions, LoopRun, StepRecorder
-from librarian.correction.strategies import ExplicitReplacement, SynopsisRewrite
+from librarian.correction.strategies import LearnedFix
 from librarian.correction.timeline import record_step
+from librarian.correction.tool_docs import load_pages
 from librarian.correction.triggers import (
+    FailureClass,
     TriggerRule,
     classify_failure,
     default_trigger_rules,
@@ -74,10 +85,9 @@ from librarian.correction.triggers import (
 )
 from librarian.correction.values import rejected_options
 from librarian.correction.versions import VersionCache
-from librarian.errors import LibrarianError
+from librarian.errors import InvalidInputError, LibrarianError
 from librarian.llm import LLMClient
 from librarian.runtime.correctors import (
-    Clarification,
     ClarificationRequest,
     CorrectionContext,
     CorrectionProposal,
@@ -86,16 +96,25 @@ from librarian.runtime.correctors import (
 )
 from librarian.runtime.policy import StrategyPolicy
 from librarian.runtime.sandbox import EnvironmentManager
+from librarian.runtime.task_env import task_environment
 from librarian.storage.database import open_database
 
 __all__ = ["LoopOptions", "SelfCorrectingCorrector", "loop_correctors"]
 
 logger = logging.getLogger(__name__)
 
-COMMAND_EXECUTOR = "command_executor"
 DEFAULT_EXECUTOR_TYPES = ("command_executor", "code_executor", "file_writer", "api_caller")
-_RESEARCH_STRATEGIES = (ExplicitReplacement(), SynopsisRewrite())
-_STRATEGY_NAMES = ("learned_fix", "explicit_replacement", "synopsis_rewrite", "llm", "user_answer")
+_STRATEGY_NAMES = (
+    "learned_fix",
+    "chain",
+    "explicit_replacement",
+    "synopsis_rewrite",
+    "command_edit",
+    "code_edit",
+    "llm",
+    "user_answer",
+)
+_KINDS: dict[str, SubjectKind] = {"command": CommandKind(), "code": code_flow.CodeKind()}
 
 
 class SelfCorrectingCorrector:
@@ -107,7 +126,7 @@ class SelfCorrectingCorrector:
         librarian: the documentation store to research; ``None`` disables research.
         llm: a chat model for the LLM corrector; ``None`` uses the offline strategies only.
         rules: trigger rules (default: the shipped ones).
-        options: thresholds and fallbacks.
+        options: thresholds, budgets and fallbacks.
         known_executor_types: executor types a plan may use.
         escalations: directory for escalation reports (default: ``<home>/escalations`` with
             :meth:`from_settings`; ``None`` keeps them in the timeline only).
@@ -142,6 +161,7 @@ class SelfCorrectingCorrector:
     ) -> None:
         self.sessions = sessions
         self.environment = environment
+        self.librarian = librarian
         self.researcher = Researcher(librarian)
         self.llm = LLMCorrector(llm, known_executor_types=known_executor_types) if llm is not None else None
         self.rules = list(rules) if rules is not None else default_trigger_rules()
@@ -149,6 +169,7 @@ class SelfCorrectingCorrector:
         self.escalations = escalations
         self.versions = versions or VersionCache(environment)
         self.policy = policy or StrategyPolicy()
+        self.on_demand = DocsOnDemand(librarian, enabled=self.options.index_on_demand)
         self.fixes = FixStore(
             sessions,
             workspaces=environment.root,
@@ -177,14 +198,19 @@ class SelfCorrectingCorrector:
 
         ``librarian`` is the documentation store to research (``None``: no research); ``llm``
         defaults to the store's configured LLM. Trigger rules are the shipped ones plus the
-        ``correction_trigger_files`` settings names; the threshold and whether to ask the user come
-        from ``correction_confidence_threshold`` and ``correction_ask_user`` unless ``options`` is given.
+        ``correction_trigger_files`` settings names; the threshold, the budgets, whether to ask the
+        user and whether to index documentation on demand come from the ``correction_*`` settings
+        unless ``options`` is given.
         """
         if rules is None and settings.correction_trigger_files:
             rules = load_trigger_rules(settings.correction_trigger_files)
         if options is None:
             options = LoopOptions(
-                threshold=settings.correction_confidence_threshold, ask_user=settings.correction_ask_user
+                threshold=settings.correction_confidence_threshold,
+                ask_user=settings.correction_ask_user,
+                max_chain=settings.correction_max_chain,
+                max_alternatives=settings.correction_max_alternatives,
+                index_on_demand=settings.correction_index_on_demand,
             )
         engine = None
         if sessions is None:
@@ -233,130 +259,237 @@ class SelfCorrectingCorrector:
         if run is None:
             return None
         step = self._stepper(run)
-        run.trigger = classify_failure(run.argv, run.exit_code or 0, run.stderr, run.stdout, rules=self.rules)
+        run.trigger = self._classify(
+            run.subject, run.kind, run.exit_code, run.stderr, run.stdout, run.succeeded
+        )
         step("trigger", trigger_summary(run.trigger), run.trigger.to_dict())
         if run.trigger.category == "transient" and self.options.retry_transient:
             return self._retry_unchanged(run, step)
-        if run.origin is not None:
-            # Our own correction failed: its command is not the way. The original command says
-            # what was meant; correct that again, without the commands already tried.
-            self._back_to_origin(run, step)
+        if not self._stage(run, step):
+            return None
+        assert run.stage is not None and run.trigger is not None
         if not run.trigger.correctable:
             return None
-        _, program_length = tool_of(run.argv)
-        program = tuple(run.argv[:program_length])
-        workspace = run.workspace or self.environment.workspace_for("librarian-probe")
-        run.version, cached = self.versions.detect(program, workspace)
-        version = run.version.version if run.version else None
-        step(
-            "version",
-            f"{shlex.join(program)} is version {version}" + (" (remembered)" if cached else "")
-            if version
-            else f"no version could be read from {shlex.join(program)}",
-            {"version": version, "raw": run.version.raw if run.version else "", "cached": cached},
-        )
-        run.problem = problem_of(run.argv, run.output, version)
+        if run.stage.exhausted:
+            escalate(self, run, step, reason=f"every correction budget is spent: {run.stage.note}")
+            return None
+        self._detect_version(run, step)
         for option_source in (session_cache_options, knowledge_base_options):
-            chosen = self._choose(run, option_source(self.fixes, run, self.options, step))
+            chosen = self._choose(run, option_source(self.fixes, run, self.options, step, self._learned))
             if chosen is not None:
                 return self._apply(run, chosen, step)
+        self._load_docs(run, step)
         answers = answers_for(run.context, self.name)
         if answers:
             # The user answered our question: what they said leads; the research already done
             # the first time is not repeated.
-            chosen = self._use_answers(run, step, version, answers)
+            chosen = self._use_answers(run, step, answers)
         else:
+            version = run.version.version if run.version else None
             chosen = self._research_and_choose(run, step, version, broad=False)
             if chosen is None and self.options.broaden:
                 chosen = self._research_and_choose(run, step, "latest", broad=True)
             if chosen is None and self.options.ask_user:
-                return self._ask(run, step)
+                return ask_user(self, run, step)
         if chosen is not None:
             return self._apply(run, chosen, step)
-        self._escalate(run, step)
+        escalate(self, run, step)
         return None
 
     # -- steps ------------------------------------------------------------------------------------
 
     def _start(self, context: CorrectionContext) -> LoopRun | None:
-        failed = context.failed
-        argv = failed.payload.get("argv")
-        if failed.executor_type != COMMAND_EXECUTOR or not _is_argv(argv):
+        """The failure as the loop reads it, or ``None`` when it is not a command or code task."""
+        command = command_failure(context.failed)
+        code = None if command is not None else code_flow.code_failure(context.failed)
+        if command is None and code is None:
             return None
-        notes = failed.feedback_notes or {}
-        details = notes.get("details") if isinstance(notes.get("details"), dict) else {}
-        assert isinstance(details, dict)
-        exit_code = details.get("exit_code")
-        stderr = str(details.get("stderr") or "")
-        stdout = str(details.get("stdout") or "")
-        if not stderr and not stdout:
-            stderr = str(notes.get("error_message") or "")
         location = locate_task(self.sessions, context)
-        run = LoopRun(
-            context=context,
-            argv=list(argv),
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            stderr=stderr,
-            stdout=stdout,
-            location=location,
+        if command is not None:
+            run = LoopRun(
+                context=context,
+                kind="command",
+                subject=command.argv,
+                exit_code=command.exit_code,
+                stderr=command.stderr,
+                stdout=command.stdout,
+                location=location,
+                succeeded=command.succeeded,
+                tool=command.tool,
+                program=command.program,
+            )
+        else:
+            assert code is not None
+            run = LoopRun(
+                context=context,
+                kind="code",
+                subject=code.code,
+                exit_code=code.exit_code,
+                stderr=code.stderr,
+                stdout=code.stdout,
+                location=location,
+                succeeded=code.succeeded,
+                details=code,
+            )
+        run.workspace = self.environment.workspace_for(
+            str(location.workflow_id) if location is not None else "librarian-probe"
         )
-        if location is not None:
-            run.workspace = self.environment.workspace_for(str(location.workflow_id))
-            # What earlier corrections of this workflow led to is decided by now: learn it first.
-            self.fixes.settle(location.workflow_id)
-            attempts = self.fixes.attempts(location.workflow_id, location.task_id)
-            run.tried = [list(attempt.corrected_argv) for attempt in attempts]
-            # Every command this task ran and failed with: originals, then failed corrections.
-            for attempt in attempts:
-                if all(f.argv != list(attempt.failed_argv) for f in run.history):
-                    run.history.append(
-                        FailedCommand(list(attempt.failed_argv), attempt.exit_code, attempt.error_text)
-                    )
-            if attempts and list(attempts[-1].corrected_argv) == run.argv:
-                run.origin = attempts[0]
-        run.history.append(FailedCommand(run.argv, run.exit_code, run.stderr, run.stdout))
+        try:
+            run.task_env = task_environment(context.failed.payload, run.workspace.root, self.environment.path)
+        except InvalidInputError:
+            return None  # a malformed environment is the payload's problem, not drift
+        if run.kind == "code":
+            code_flow.identify(run, self.environment)
         return run
 
-    def _back_to_origin(self, run: LoopRun, step: StepRecorder) -> None:
-        origin = run.origin
-        assert origin is not None
-        failed = run.argv
-        run.argv = list(origin.failed_argv)
-        run.stderr, run.stdout, run.exit_code = origin.error_text, "", origin.exit_code
-        run.trigger = classify_failure(run.argv, run.exit_code or 1, run.stderr, rules=self.rules)
+    def _classify(
+        self, subject: Any, kind: str, exit_code: int | None, stderr: str, stdout: str, succeeded: bool
+    ) -> FailureClass:
+        argv = list(subject) if kind == "command" else ["python"]
+        return classify_failure(argv, exit_code or 0, stderr, stdout, rules=self.rules, succeeded=succeeded)
+
+    def _stage(self, run: LoopRun, step: StepRecorder) -> bool:
+        """Place the failure among the task's earlier corrections; ``False`` when it is not the loop's."""
+        attempts = []
+        if run.location is not None:
+            # What earlier corrections of this workflow led to is decided by now: learn it first.
+            self.fixes.settle(run.location.workflow_id)
+            attempts = [a for a in self.fixes.attempts(run.location.workflow_id, run.location.task_id)]
+        for attempt in attempts:
+            if attempt.kind == run.kind and all(f.key != _subject_key(attempt) for f in run.history):
+                run.history.append(_failed_command(attempt))
+        kind = _KINDS[run.kind]
+
+        def is_drift(output: str, exit_code: int | None) -> bool:
+            found = self._classify(run.subject, run.kind, exit_code, output, "", run.succeeded)
+            return found.correctable
+
+        stage = find_stage(
+            attempts,
+            kind,
+            run.subject,
+            run.stderr,
+            run.stdout,
+            run.exit_code,
+            is_drift=is_drift,
+            max_chain=self.options.max_chain,
+            max_alternatives=self.options.max_alternatives,
+        )
+        run.stage = stage
+        run.history.append(FailedCommand(run.argv, run.exit_code, run.stderr, run.stdout, code=run.code))
+        if stage.newly_blamed is not None:
+            self.fixes.blame(*stage.newly_blamed)
+        if stage.relation == "first" and not stage.exhausted:
+            return True
         step(
-            "correction_failed",
-            f"the correction `{shlex.join(failed)}` failed too; correcting the original command "
-            f"`{shlex.join(run.argv)}` again, without the {len(run.tried)} command(s) already tried",
+            "stage",
+            f"{stage.relation}: {stage.note}",
             {
-                "failed_argv": failed,
-                "original_argv": run.argv,
-                "tried": run.tried,
-                "trigger": run.trigger.to_dict(),
+                "relation": stage.relation,
+                "depth": stage.depth,
+                "tried": len(stage.tried),
+                "blamed": sorted(stage.blamed),
+                "exhausted": stage.exhausted,
+                "parent_attempt": stage.parent.id if stage.parent is not None else None,
             },
         )
+        if stage.relation == "setback":
+            run.subject = stage.subject
+            run.stderr, run.stdout, run.exit_code = stage.stderr, stage.stdout, stage.exit_code
+            run.succeeded = False
+            run.trigger = self._classify(run.subject, run.kind, run.exit_code or 1, run.stderr, "", False)
+            if run.kind == "code":
+                code_flow.identify(run, self.environment)
+        return True
+
+    def _detect_version(self, run: LoopRun, step: StepRecorder) -> None:
+        workspace = run.workspace or self.environment.workspace_for("librarian-probe")
+        if run.kind == "code":
+            code_flow.detect_version(run, self.environment, step)
+        else:
+            run.version, cached = self.versions.detect(run.program, workspace, run.task_env)
+            version = run.version.version if run.version else None
+            shown = shlex.join(run.program)
+            step(
+                "version",
+                f"{shown} is version {version}"
+                + (" (remembered)" if cached else "")
+                + " in the task's environment"
+                if version
+                else f"no version could be read from {shown} in the task's environment",
+                {"version": version, "raw": run.version.raw if run.version else "", "cached": cached},
+            )
+        version = run.version.version if run.version else None
+        if run.kind == "code":
+            run.problem = code_flow.problem(run)
+        else:
+            run.problem = problem_of(run.argv, run.output, version)
+
+    def _load_docs(self, run: LoopRun, step: StepRecorder) -> None:
+        """Index the tool at its version when it is missing, then load its documented commands or API."""
+        if self.librarian is None:
+            return
+        version = run.version.version if run.version else None
+        path = run.task_env.path(self.environment.path)
+        if run.kind == "code":
+            found = code_flow.ensure_docs(run, self.on_demand)
+        else:
+            found = self.on_demand.command(run.tool, run.program, version, path)
+        if found.indexed or found.error:
+            step(
+                "docs",
+                found.summary if not found.error else f"indexing on demand failed: {found.error}",
+                {"indexed": found.indexed, "seconds": round(found.seconds, 3), "error": found.error},
+            )
+        run.docs_sdk = found.sdk_name
+        try:
+            pages = load_pages(self.librarian, found.sdk_name, found.version)
+        except LibrarianError:
+            pages = []
+        if run.kind == "code":
+            run.pages = pages
+        else:
+            run.tree = CommandTree.from_snippets(page.as_snippet() for page in pages)
 
     def _research_and_choose(
         self, run: LoopRun, step: StepRecorder, version: str | None, *, broad: bool
     ) -> CorrectionOption | None:
-        assert run.problem is not None
         context = run.context
+        sdk = run.docs_sdk or run.tool
         if broad:
-            rejected = [r.option for r in rejected_options(run.output, run.argv)]
-            query = broader_query(context.goal, run.argv, run.problem.tool, rejected)
+            rejected = (
+                [r.option for r in rejected_options(run.output, run.argv)] if run.kind == "command" else []
+            )
+            query = (
+                broader_query(context.goal, run.argv, run.tool, rejected)
+                if run.kind == "command"
+                else code_flow.broader_query(run)
+            )
         else:
             query = primary_query(context.failed.description, context.goal, context.failed.key)
-        attempt = self.researcher.research(run.problem.tool, query, version, run.output.strip())
+            if run.kind == "code":
+                query = code_flow.research_query(run, query)
+        attempt = self.researcher.research(sdk, query, version, run.output.strip())
         run.research.append(attempt)
         step("research", research_summary(attempt, broad), {**attempt.to_dict(), "broad": broad})
+        return self._candidates_and_choose(run, step)
+
+    def _candidates_and_choose(
+        self, run: LoopRun, step: StepRecorder, *, extra: str = ""
+    ) -> CorrectionOption | None:
         snippets = merged_snippets(run.research)
-        failure = run.failure_input(snippets=snippets)
-        options = [
-            from_candidate(candidate, "research")
-            for strategy in _RESEARCH_STRATEGIES
-            for candidate in strategy.propose(failure)
-        ]
-        options += self._llm_options(run, snippets, step)
+        if run.kind == "code":
+            options = code_flow.candidates(run, snippets, self.environment)
+        else:
+            failure = run.failure_input(snippets=snippets)
+            if extra:
+                # Phrasings such as "use X instead" are read in the user's answer as in an error message.
+                failure = replace(failure, stderr=f"{failure.stderr}\n{extra}")
+            options = [
+                from_candidate(candidate, "research" if not extra else "user")
+                for candidate in offline_candidates(failure)
+            ]
+        options += self._llm_options(run, snippets, options, step)
         chosen = self._choose(run, options)
         step(
             "candidates",
@@ -368,91 +501,62 @@ class SelfCorrectingCorrector:
         )
         return chosen
 
-    def _use_answers(
-        self, run: LoopRun, step: StepRecorder, version: str | None, answers: list[Clarification]
-    ) -> CorrectionOption | None:
+    def _use_answers(self, run: LoopRun, step: StepRecorder, answers: list[Any]) -> CorrectionOption | None:
         """Options from the user's answers: a command line they gave, or what their words lead to."""
-        assert run.problem is not None
         options: list[CorrectionOption] = []
-        for item in answers:
-            argv = answer_command(item.answer, run.problem.program, run.problem.tool)
-            if argv is not None:
-                options.append(
-                    CorrectionOption(
-                        argv=argv,
-                        strategy="user_answer",
-                        source="user",
-                        confidence=USER_COMMAND_CONFIDENCE,
-                        rationale=f"the user answered {item.question!r} with this command",
-                        evidence={"question": item.question, "answer": item.answer},
+        if run.kind == "command":
+            for item in answers:
+                argv = answer_command(item.answer, run.program, run.tool)
+                if argv is not None:
+                    options.append(
+                        CorrectionOption(
+                            argv=argv,
+                            strategy="user_answer",
+                            source="user",
+                            confidence=USER_COMMAND_CONFIDENCE,
+                            rationale=f"the user answered {item.question!r} with this command",
+                            evidence={"question": item.question, "answer": item.answer},
+                        )
                     )
-                )
         said = "\n".join(item.answer for item in answers)
+        version = run.version.version if run.version else None
         attempt = self.researcher.research(
-            run.problem.tool, f"{said} {run.context.goal}".strip(), version, run.output.strip()
+            run.docs_sdk or run.tool, f"{said} {run.context.goal}".strip(), version, run.output.strip()
         )
         run.research.append(attempt)
         step("research", research_summary(attempt, False) + " (with the user's answer)", attempt.to_dict())
-        snippets = merged_snippets(run.research)
-        # Phrasings such as "use X instead" are read in the answer as they are in an error message.
-        failure = replace(run.failure_input(snippets=snippets), stderr=f"{run.stderr}\n{said}")
-        for strategy in _RESEARCH_STRATEGIES:
-            for candidate in strategy.propose(failure):
-                options.append(
-                    replace(
-                        from_candidate(candidate, "user"), evidence={**candidate.evidence, "answer": said}
-                    )
-                )
-        options += self._llm_options(run, snippets, step)
         chosen = self._choose(run, options)
-        step(
-            "candidates",
-            candidates_summary(options, chosen, self.options.threshold),
-            {
-                "options": [o.to_dict() for o in rank_options(options)][:10],
-                "threshold": self.options.threshold,
-            },
-        )
-        return chosen
-
-    def _ask(self, run: LoopRun, step: StepRecorder) -> ClarificationRequest:
-        """Pause the workflow with a question only the user can answer."""
-        best = rank_options(run.considered)[:1]
-        question = (
-            f"`{shlex.join(run.argv)}` failed with: {run.trigger.matched_text if run.trigger else ''} -- "
-            + (
-                f"the best correction found, `{shlex.join(best[0].argv)}` ({best[0].strategy}), has "
-                f"confidence {best[0].confidence:.2f}, below {self.options.threshold:.2f}. "
-                if best
-                else "no correction was found in the documentation. "
-            )
-            + "Which command should run instead? Answer with the full command line, or say what to use "
-            "(for example 'use NEW instead of OLD')."
-        )
-        step("clarification", question, {"question": question, "candidates": [o.to_dict() for o in best]})
-        return ClarificationRequest(
-            strategy=self.name, question=question, rationale="no confident correction"
-        )
+        if chosen is not None:
+            return chosen
+        return self._candidates_and_choose(run, step, extra=said)
 
     def _llm_options(
-        self, run: LoopRun, snippets: list[dict[str, Any]], step: StepRecorder
+        self,
+        run: LoopRun,
+        snippets: list[dict[str, Any]],
+        offline: list[CorrectionOption],
+        step: StepRecorder,
     ) -> list[CorrectionOption]:
         if self.llm is None:
             return []
         failed = run.context.failed
+        payload = dict(failed.payload)
+        payload["argv" if run.kind == "command" else "code"] = run.subject
         request = LLMRequest(
             goal=run.context.goal,
             task_key=failed.key,
             description=failed.description,
             executor_type=failed.executor_type,
-            payload=dict(failed.payload),
+            payload=payload,
             exit_code=run.exit_code,
             stderr=run.stderr,
             stdout=run.stdout,
             version=run.version.version if run.version else None,
             snippets=snippets,
-            tried=run.tried,
+            tried=[t if isinstance(t, list) else [str(t)] for t in run.tried],
             answers=[item.answer for item in answers_for(run.context, self.name)],
+            candidates=[o.to_dict() for o in rank_options(offline)[:5]],
+            chain=[f.to_dict() for f in run.history],
         )
         try:
             proposal = self.llm.propose(request)
@@ -464,26 +568,35 @@ class SelfCorrectingCorrector:
             f"the LLM proposed a plan (confidence {proposal.confidence:.2f}, {proposal.attempts} answer(s))",
             {"plan": proposal.plan, "problems": proposal.problems, "attempts": proposal.attempts},
         )
-        if proposal.retry_argv is None:
+        retry = dict(proposal.validated.retry_payload)
+        if run.kind == "command" and proposal.retry_argv is None:
+            return []
+        if run.kind == "code" and not isinstance(retry.get("code"), str):
             return []
         *preparation, _ = proposal.plan["steps"]
         return [
             CorrectionOption(
-                argv=proposal.retry_argv,
+                argv=proposal.retry_argv or [],
                 strategy="llm",
                 source="llm",
                 confidence=round(min(proposal.confidence, self.options.llm_max_confidence), 4),
                 rationale=proposal.rationale,
                 evidence={"model": self.llm.llm.model_name, "self_rated_confidence": proposal.confidence},
                 steps=list(preparation),
-                retry_payload=dict(proposal.validated.retry_payload),
+                retry_payload=retry,
+                code=retry.get("code") if run.kind == "code" else None,
+                edits=[{"op": "llm", "summary": "code rewritten by the LLM"}] if run.kind == "code" else [],
             )
         ]
 
     def _choose(self, run: LoopRun, options: list[CorrectionOption]) -> CorrectionOption | None:
         run.considered.extend(options)
-        exclude = [run.argv, *run.tried, *(f.argv for f in run.history)]
+        exclude = [run.subject, *run.tried]
         ranked = rank_options(options, preference=self._preference(run), exclude=exclude)
+        if run.kind == "command" and run.blamed:
+            blamed = set(run.blamed)
+            original = {token.partition("=")[0] for token in run.argv}
+            ranked = [o for o in ranked if not ({t.partition("=")[0] for t in o.argv} - original) & blamed]
         qualified = [o for o in ranked if o.confidence >= self.options.threshold]
         return qualified[0] if qualified else None
 
@@ -492,13 +605,26 @@ class SelfCorrectingCorrector:
         with self.sessions() as session:
             return self.policy.choose(session, category, list(_STRATEGY_NAMES))
 
+    def _learned(self, run: LoopRun, entries: list[dict[str, Any]], source: str) -> list[CorrectionOption]:
+        """Stored fixes applied to this failure: templates to a command, edits to code."""
+        if run.kind == "code":
+            return code_flow.learned_options(run, [e for e in entries if e.get("kind") == "code"], source)
+        commands = [e for e in entries if e.get("kind", "command") == "command"]
+        options = []
+        for candidate in LearnedFix().propose(run.failure_input(learned=commands)):
+            option = from_candidate(candidate, source)
+            strategy = next((e.get("strategy") for e in commands if e.get("id") == option.fix_id), None)
+            options.append(replace(option, strategy="chain") if strategy == "chain" else option)
+        return options
+
     def _apply(self, run: LoopRun, option: CorrectionOption, step: StepRecorder) -> CorrectionProposal:
         failed = run.context.failed
-        assert run.problem is not None and run.trigger is not None
-        plan = build_plan(
-            option, task_key=failed.key, executor_type=failed.executor_type, payload=failed.payload
-        )
+        assert run.problem is not None and run.trigger is not None and run.stage is not None
+        payload = dict(failed.payload)
+        payload["argv" if run.kind == "command" else "code"] = run.subject
+        plan = build_plan(option, task_key=failed.key, executor_type=failed.executor_type, payload=payload)
         research_calls = len(run.research)
+        stage = run.stage
         if run.location is not None:
             self.fixes.record_attempt(
                 AttemptRecord(
@@ -510,7 +636,7 @@ class SelfCorrectingCorrector:
                     error_text=run.output,
                     exit_code=run.exit_code,
                     failed_argv=run.argv,
-                    corrected_argv=option.argv,
+                    corrected_argv=list(option.argv) if run.kind == "command" else [],
                     strategy=option.strategy,
                     source=option.source,
                     confidence=option.confidence,
@@ -519,18 +645,27 @@ class SelfCorrectingCorrector:
                     snippets=used_snippets(option.evidence.get("entity_name"), run.research),
                     research_calls=research_calls,
                     failed_at=run.location.failed_at,
+                    kind=run.kind,
+                    failed_code=run.code,
+                    corrected_code=option.code,
+                    edits=list(option.edits),
+                    chain_parent_id=stage.parent.id if stage.parent is not None else None,
+                    depth=stage.depth,
                 )
             )
+            # The earlier attempt this one continues or replaces now has its verdict.
+            self.fixes.settle(run.location.workflow_id)
         seconds = time.perf_counter() - run.started
         step(
             "correction",
             f"{option.strategy} ({option.source}, confidence {option.confidence:.2f}): "
-            f"`{shlex.join(option.argv)}` -- {option.rationale}",
+            f"`{option.shown}` -- {option.rationale}",
             {
                 **option.to_dict(),
                 "failed_argv": run.argv,
                 "research_calls": research_calls,
                 "loop_seconds": round(seconds, 4),
+                "depth": stage.depth,
             },
         )
         return CorrectionProposal(
@@ -550,66 +685,13 @@ class SelfCorrectingCorrector:
             source="trigger",
             confidence=1.0,
             rationale="the failure is transient; the same command may succeed now",
+            code=run.code,
         )
-        step("correction", "transient failure: retry the command unchanged", option.to_dict())
+        step("correction", "transient failure: retry unchanged", option.to_dict())
         plan = build_plan(
             option, task_key=failed.key, executor_type=failed.executor_type, payload=failed.payload
         )
         return CorrectionProposal(strategy=self.name, plan=plan, rationale=option.rationale)
-
-    def _escalate(self, run: LoopRun, step: StepRecorder) -> None:
-        failed = run.context.failed
-        threshold = self.options.threshold
-        ranked = rank_options(run.considered)
-        tried = {tuple(argv) for argv in [run.argv, *run.tried, *(f.argv for f in run.history)]}
-        candidates = [
-            {
-                **option.to_dict(),
-                "rejected_because": "already tried for this task"
-                if tuple(option.argv) in tried
-                else f"confidence {option.confidence:.2f} is below {threshold:.2f}",
-            }
-            for option in ranked[:10]
-        ]
-        history = list(run.history)
-        if run.trigger is not None and run.origin is None:
-            last = history[-1]
-            history[-1] = FailedCommand(
-                last.argv, last.exit_code, last.stderr, last.stdout, run.trigger.to_dict()
-            )
-        suggestions = list(dict.fromkeys(s for attempt in run.research for s in attempt.suggestions))
-        report = EscalationReport(
-            goal=run.context.goal,
-            task_key=failed.key,
-            reason=(
-                f"no correction reached confidence {threshold:.2f} after {len(run.research)} research "
-                f"attempt(s) and {len(ranked)} candidate(s)"
-            ),
-            workflow_id=str(run.location.workflow_id) if run.location else None,
-            tool=run.problem.tool if run.problem else None,
-            version=run.version.version if run.version else None,
-            version_output=run.version.raw if run.version else "",
-            failures=history,
-            research=[attempt.to_dict() for attempt in run.research],
-            candidates=candidates,
-            threshold=threshold,
-            clarification=[
-                {"question": item.question, "answer": item.answer}
-                for item in answers_for(run.context, self.name)
-            ],
-            next_steps=suggestions
-            or ["check the tool's own help for the failed command", "index the tool's documentation"],
-        )
-        paths: list[str] = []
-        if self.escalations is not None:
-            markdown, document = report.write(self.escalations)
-            paths = [str(markdown), str(document)]
-        step(
-            "escalation",
-            report.reason + (f"; report: {paths[0]}" if paths else ""),
-            {"report": report.to_dict(), "paths": paths},
-        )
-        return None
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -633,8 +715,14 @@ class SelfCorrectingCorrector:
         return step
 
 
-def _is_argv(value: Any) -> TypeGuard[list[str]]:
-    return isinstance(value, list) and bool(value) and all(isinstance(item, str) for item in value)
+def _subject_key(attempt: Any) -> Any:
+    return attempt.failed_code if attempt.kind == "code" else tuple(attempt.failed_argv)
+
+
+def _failed_command(attempt: Any) -> FailedCommand:
+    return FailedCommand(
+        list(attempt.failed_argv), attempt.exit_code, attempt.error_text, code=attempt.failed_code
+    )
 
 
 def loop_correctors(settings: Settings | None = None) -> list[Corrector]:

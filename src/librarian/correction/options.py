@@ -1,10 +1,11 @@
 """Candidate corrections of every origin, how the loop ranks them, and the plan it hands the runtime.
 
-Offline strategies return :class:`~librarian.correction.candidates.Candidate` command lines; the LLM
-returns a whole plan. Both become a :class:`CorrectionOption`, ranked by confidence (rounded to two
-decimals, so that near ties are broken by the strategy policy's preference: strategies that earned
-more reward on this category of failure come first). The chosen option becomes the runtime's plan:
-its preparation steps, if any, then the retry of the failed task with the corrected payload.
+Offline strategies return :class:`~librarian.correction.candidates.Candidate` command lines (or, for a
+code task, corrected source); the LLM returns a whole plan. All become a :class:`CorrectionOption`,
+ranked by confidence (rounded to two decimals, so that near ties are broken by the strategy policy's
+preference: strategies that earned more reward on this category of failure come first). The chosen
+option becomes the runtime's plan: its preparation steps, if any, then the retry of the failed task
+with the corrected payload (``argv`` for a command, ``code`` for a code task).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class CorrectionOption:
         steps: preparation steps to run before the retry (plan steps, for an LLM plan).
         retry_payload: the retry payload, when it is more than the failed payload with a new argv.
         fix_id: the verified fix it applies, if any.
+        code: for a code task, the corrected source (``argv`` is then empty).
+        edits: the edits that made it (command-line spans, or syntax-tree edits of code).
     """
 
     argv: list[str]
@@ -46,10 +49,26 @@ class CorrectionOption:
     steps: list[dict[str, Any]] = field(default_factory=list)
     retry_payload: dict[str, Any] | None = None
     fix_id: int | None = None
+    code: str | None = None
+    edits: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, ...] | str:
+        """What it runs, comparably: the argv, or the corrected code."""
+        return self.code if self.code is not None else tuple(self.argv)
+
+    @property
+    def shown(self) -> str:
+        """What it runs, for a person: the command line, or the edits made to the code."""
+        if self.code is None:
+            return shlex.join(self.argv)
+        described = [str(edit.get("summary") or "") for edit in self.edits]
+        return "; ".join(d for d in described if d) or "the corrected code"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy (for the timeline and the escalation report)."""
         return {
+            **({"code": self.code, "edits": list(self.edits)} if self.code is not None else {}),
             "argv": list(self.argv),
             "strategy": self.strategy,
             "source": self.source,
@@ -74,6 +93,7 @@ def from_candidate(
         rationale=f"{candidate.rationale} {note}".strip(),
         evidence=dict(candidate.evidence),
         fix_id=fix_id if isinstance(fix_id, int) else None,
+        edits=list(candidate.evidence.get("edits") or []),
     )
 
 
@@ -81,21 +101,21 @@ def rank_options(
     options: Iterable[CorrectionOption],
     *,
     preference: Sequence[str] = (),
-    exclude: Iterable[Sequence[str]] = (),
+    exclude: Iterable[Sequence[str] | str] = (),
 ) -> list[CorrectionOption]:
-    """Options best first, one per command line, leaving out the ``exclude``d command lines.
+    """Options best first, one per command line (or corrected code), leaving out the ``exclude``d ones.
 
     Args:
         options: the candidates.
         preference: strategy names in the policy's order; among options whose confidences agree to
             two decimals, the preferred strategy comes first.
-        exclude: command lines already tried (and failed) for this task.
+        exclude: command lines (or code) already tried, and failed, for this task.
     """
-    skip = {tuple(argv) for argv in exclude}
+    skip = {item if isinstance(item, str) else tuple(item) for item in exclude}
     order = {name: index for index, name in enumerate(preference)}
-    best: dict[tuple[str, ...], CorrectionOption] = {}
+    best: dict[tuple[str, ...] | str, CorrectionOption] = {}
     for option in options:
-        key = tuple(option.argv)
+        key = option.key
         if key in skip:
             continue
         if key not in best or option.confidence > best[key].confidence:
@@ -114,11 +134,16 @@ def build_plan(
     payload: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The runtime plan for ``option``: its preparation steps, then the retry with the corrected command."""
-    retry_payload = (
-        dict(option.retry_payload) if option.retry_payload is not None else {**payload, "argv": option.argv}
-    )
+    if option.retry_payload is not None:
+        retry_payload = dict(option.retry_payload)
+    elif option.code is not None:
+        retry_payload = {**payload, "code": option.code}
+    else:
+        retry_payload = {**payload, "argv": option.argv}
     retry = {
-        "description": f"retry {task_key} as `{shlex.join(option.argv)}`",
+        "description": f"retry {task_key} as `{option.shown}`"
+        if option.code is None
+        else f"retry {task_key} with {option.shown}",
         "executor_type": executor_type,
         "payload": retry_payload,
         "rationale": option.rationale or f"corrected by {option.strategy}",

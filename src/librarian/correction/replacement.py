@@ -47,7 +47,9 @@ _PHRASES = (
 )
 _SUGGESTION = re.compile(
     r"(?i)\b(?:did\s+you\s+mean|maybe\s+you\s+meant|perhaps\s+you\s+meant|you\s+may\s+have\s+meant|"
-    r"the\s+most\s+similar\s+(?:commands?|options?)\s+(?:is|are))"
+    r"the\s+most\s+similar\s+(?:commands?|options?)\s+(?:is|are)|"
+    # clap: "tip: a similar argument exists: '--x'", "some similar subcommands exist: 'a', 'b'"
+    r"(?:an?|some)\s+similar\s+(?:arguments?|options?|flags?|(?:sub)?commands?|values?)\s+exists?)"
     r"(?:\s+one\s+of\s+these)?[ \t]*[:?]?(?P<rest>[^\n]*)"
 )
 _LIST_LINE = re.compile(r"^\s+(?:[*\-•]\s+)?(?P<item>\S+)\s*$")

@@ -7,30 +7,36 @@
 - The *knowledge base* holds the verified fixes of the problem signature, with their record; fixes
   verified with another version of the tool are discounted.
 
-Either way the ``learned_fix`` strategy applies the stored template to this command's values.
+Either way a stored fix is applied to *this* failure: a command template to this command's values
+(:class:`~librarian.correction.strategies.LearnedFix`), a list of code edits to this task's code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from librarian.correction.fix_templates import make_fix_template
 from librarian.correction.fixes import FixStore
-from librarian.correction.options import CorrectionOption, from_candidate
+from librarian.correction.options import CorrectionOption
 from librarian.correction.state import LoopOptions, LoopRun, StepRecorder
-from librarian.correction.strategies import LearnedFix
 
-__all__ = ["knowledge_base_options", "session_cache_options"]
+__all__ = ["Applier", "knowledge_base_options", "session_cache_options"]
+
+Applier = Callable[[LoopRun, list[dict[str, Any]], str], list[CorrectionOption]]
+"""``apply(run, entries, source)``: stored fixes applied to the run's failure, as options."""
 
 
 def session_cache_options(
-    fixes: FixStore, run: LoopRun, options: LoopOptions, step: StepRecorder
+    fixes: FixStore, run: LoopRun, options: LoopOptions, step: StepRecorder, apply: Applier
 ) -> list[CorrectionOption]:
-    """Corrections made earlier in this workflow for the same problem, applied to this command."""
+    """Corrections made earlier in this workflow for the same problem, applied to this failure."""
     problem = run.problem
     if run.location is None or problem is None:
         return []
     entries: list[dict[str, Any]] = []
+    workspace = run.workspace.root if run.workspace else None
     for attempt in fixes.attempts(run.location.workflow_id):
         if (
             attempt.task_id == run.location.task_id
@@ -39,29 +45,30 @@ def session_cache_options(
             != (problem.tool, problem.intent, problem.version, problem.normalized_error)
         ):
             continue
-        workspace = run.workspace.root if run.workspace else None
-        template = make_fix_template(attempt.failed_argv, attempt.corrected_argv, workspace)
+        if attempt.kind == "code":
+            template: dict[str, Any] = {
+                "failed_argv_template": [],
+                "fixed_argv_template": list(attempt.edits or []),
+            }
+        else:
+            template = make_fix_template(attempt.failed_argv, attempt.corrected_argv, workspace).to_dict()
         entries.append(
             {
                 "id": attempt.fix_id,
+                "kind": attempt.kind,
                 "signature": attempt.signature,
-                **template.to_dict(),
+                **template,
                 # A correction not yet verified counts as a fix with no record either way.
                 "successes": 1 if attempt.outcome == "succeeded" else 0,
                 "failures": 0,
             }
         )
     found: list[CorrectionOption] = []
-    for candidate in LearnedFix().propose(run.failure_input(learned=entries)):
-        unverified = not candidate.evidence.get("successes")
-        found.append(
-            from_candidate(
-                candidate,
-                "session_cache",
-                scale=options.pending_session_factor if unverified else 1.0,
-                note="Learned earlier in this workflow" + (" (not verified yet)." if unverified else "."),
-            )
-        )
+    for option in apply(run, entries, "session_cache"):
+        unverified = not option.evidence.get("successes")
+        scale = options.pending_session_factor if unverified else 1.0
+        note = "Learned earlier in this workflow" + (" (not verified yet)." if unverified else ".")
+        found.append(_scaled(option, scale, note))
     step(
         "session_cache",
         f"{len(found)} correction(s) from earlier in this workflow apply"
@@ -73,30 +80,25 @@ def session_cache_options(
 
 
 def knowledge_base_options(
-    fixes: FixStore, run: LoopRun, options: LoopOptions, step: StepRecorder
+    fixes: FixStore, run: LoopRun, options: LoopOptions, step: StepRecorder, apply: Applier
 ) -> list[CorrectionOption]:
-    """Verified fixes of the problem's signature (other versions discounted), applied to this command."""
+    """Verified fixes of the problem's signature (other versions discounted), applied to this failure."""
     assert run.problem is not None
     known = fixes.lookup(run.problem)
-    entries = [fix.entry for fix in known]
     by_id = {fix.fix_id: fix for fix in known}
     found: list[CorrectionOption] = []
-    for candidate in LearnedFix().propose(run.failure_input(learned=entries)):
-        fix = by_id.get(int(candidate.evidence.get("id") or -1))
+    for option in apply(run, [fix.entry for fix in known], "knowledge_base"):
+        fix = by_id.get(option.fix_id if option.fix_id is not None else -1)
         other = fix is not None and not fix.same_version
-        found.append(
-            from_candidate(
-                candidate,
-                "knowledge_base",
-                scale=options.other_version_factor if other else 1.0,
-                note=f"Verified with version {fix.tool_version}, not {run.problem.version}."
-                if other and fix is not None
-                else "",
-            )
+        note = (
+            f"Verified with version {fix.tool_version}, not {run.problem.version}."
+            if other and fix is not None
+            else ""
         )
+        found.append(_scaled(option, options.other_version_factor if other else 1.0, note))
     step(
         "knowledge_base",
-        f"{len(known)} verified fix(es) for this problem; {len(found)} apply to this command"
+        f"{len(known)} verified fix(es) for this problem; {len(found)} apply here"
         if known
         else "no verified fix for this problem yet",
         {
@@ -106,3 +108,11 @@ def knowledge_base_options(
         },
     )
     return found
+
+
+def _scaled(option: CorrectionOption, scale: float, note: str) -> CorrectionOption:
+    return replace(
+        option,
+        confidence=round(option.confidence * scale, 4),
+        rationale=f"{option.rationale} {note}".strip(),
+    )

@@ -33,10 +33,25 @@ def package_listing(distribution: str, *, python: str | None = None) -> tuple[st
 
 
 def cli_listing(
-    command: str, *, scopes: Sequence[str] = (), max_depth: int = 3, max_commands: int = 2000
+    command: str,
+    *,
+    scopes: Sequence[str] = (),
+    max_depth: int = 3,
+    max_commands: int = 2000,
+    path: str | None = None,
 ) -> tuple[str | None, SourceListing]:
-    """The help of a CLI and its subcommands: ``(version the tool reports, listing)``."""
-    result = walk_cli_help(command, scopes=scopes, max_depth=max_depth, max_commands=max_commands)
+    """The help of a CLI and its subcommands: ``(version the tool reports, listing)``.
+
+    ``path`` is the ``PATH`` the tool is looked up and run with (a virtualenv's ``bin`` first, say),
+    so the help indexed is that of the installation a task runs.
+    """
+    result = walk_cli_help(
+        command,
+        scopes=scopes,
+        max_depth=max_depth,
+        max_commands=max_commands,
+        env={"PATH": path} if path else None,
+    )
     return result.version, SourceListing(
         root=Path("."),
         files=[],

@@ -1,0 +1,661 @@
+"""Strategy ``command_edit``: correct a command line by small edits the error and the docs support.
+
+From the failed argv, what its output says (:mod:`~librarian.correction.error_hints`) and the tool's
+documented commands at the detected version (:class:`~librarian.correction.command_tree.CommandTree`),
+it generates single :class:`~librarian.correction.edits.Edit` s:
+
+- **rename an option**: to the replacement the output names ("use --b instead", "did you mean"), to
+  the documented option whose description says it replaces the rejected one, or to a documented
+  option with a clearly related name (``--format`` -> ``--output-format``, ``--loglevel`` ->
+  ``--log-level``);
+- **turn a flag into an option with a value**: a documented option lists a value that says what the
+  dropped flag said (``--experimental-string-processing`` -> ``--enable-unstable-feature
+  string_processing``; ``--strict-math=on`` -> ``--math=strict``);
+- **drop an option**: strongly when the output says it was ignored, has no effect or is the default
+  now; weakly when the documentation of the command no longer has it;
+- **insert, replace or set a subcommand**: the command line the output suggests ("Use `tool check
+  <path>` instead"), a documented sibling of a word called an invalid choice, or, when the output
+  says a subcommand is required, the documented subcommand that accepts every option of the command
+  (preferring one documented as the default);
+- **move a value** between an option and a positional argument, as the usage of the command wants;
+
+and pairs of them that touch different tokens. Each candidate is then checked against the docs
+(:func:`~librarian.correction.docs_check.check_against_docs`: every option and subcommand documented,
+listed values respected, every value of the failed command kept) and ranked by that evidence.
+Nothing here names a tool, an option or a command.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from librarian.correction.candidates import Candidate, FailureInput
+from librarian.correction.choices import choices
+from librarian.correction.command_tree import CommandTree
+from librarian.correction.docs_check import DocsCheck, check_against_docs
+from librarian.correction.edits import Edit, apply_edits, compatible
+from librarian.correction.error_hints import CommandHints, command_hints
+from librarian.correction.helpdocs import CommandDoc, OptionDoc, command_doc
+from librarian.correction.matching import STRONG, WEAK, facets, score
+from librarian.correction.values import (
+    ParsedCommand,
+    RejectedOption,
+    classify_value,
+    is_option,
+    parse_command,
+)
+
+__all__ = ["CommandEdits", "name_similarity"]
+
+_CAP = 0.95
+_PAIR_FACTOR = 0.92
+_MAX_SINGLES_PAIRED = 12
+# Words that say how, not what: they do not make two option names related.
+_GENERIC = frozenset(
+    [
+        "enable",
+        "disable",
+        "use",
+        "show",
+        "no",
+        "with",
+        "without",
+        "allow",
+        "set",
+        "get",
+        "do",
+        "is",
+        "the",
+        "a",
+        "an",
+        "experimental",
+        "force",
+    ]
+)
+_BOOLEAN = frozenset(["on", "off", "true", "false", "yes", "no", "1", "0", "y", "n", "enabled", "disabled"])
+_DEFAULT_COMMAND = re.compile(r"(?i)\(default\)|\bdefault (?:sub)?command\b|\bthe default\b")
+_WORDS = re.compile(r"[A-Za-z][a-z]*|[A-Z]+(?![a-z])|\d+")
+
+
+@dataclass(frozen=True)
+class _Scene:
+    """The failed command as the generators see it."""
+
+    argv: list[str]
+    parsed: ParsedCommand
+    program_length: int
+    path: tuple[str, ...]
+    tree: CommandTree
+    own: CommandDoc | None
+    hints: CommandHints
+    researched: tuple[tuple[str, ...], ...] = ()
+    workspace: str | None = None
+
+    @property
+    def page(self) -> CommandDoc | None:
+        """The page whose options an option edit uses: the command's own, else the tool's."""
+        return self.own or self.tree.command(())
+
+
+class CommandEdits:
+    """Edits of the failed command line, ranked by documentary evidence (see the module docs).
+
+    Args:
+        max_candidates: how many candidates to return at most.
+    """
+
+    name = "command_edit"
+
+    def __init__(self, max_candidates: int = 8) -> None:
+        self.max_candidates = max_candidates
+
+    def propose(self, failure: FailureInput) -> list[Candidate]:
+        """Candidate corrections of ``failure``, best first."""
+        scene = _scene(failure)
+        if scene is None:
+            return []
+        singles = list(_single_edits(scene))
+        singles = _best_per_result(scene, singles)
+        sets: list[tuple[Edit, ...]] = [(edit,) for edit in singles]
+        ranked = sorted(singles, key=lambda e: -e.prior)[:_MAX_SINGLES_PAIRED]
+        sets += [pair for pair in itertools.combinations(ranked, 2) if compatible(*pair)]
+        blamed = set(failure.blamed)
+        found: dict[tuple[str, ...], Candidate] = {}
+        for edits in sets:
+            candidate = _candidate(scene, edits, self.name)
+            if candidate is None or blamed & _introduced(scene.argv, candidate.argv):
+                continue
+            key = tuple(candidate.argv)
+            if key not in found or candidate.confidence > found[key].confidence:
+                found[key] = candidate
+        ranked_candidates = sorted(found.values(), key=lambda c: -c.confidence)
+        return ranked_candidates[: self.max_candidates]
+
+
+def name_similarity(old: str, new: str) -> float:
+    """How clearly two option or command names are related, 0..1.
+
+    Equal once separators are ignored (``--loglevel``, ``--log-level``): 1. Otherwise the share of
+    meaningful words they have in common (``--format`` is all of ``--output-format``'s meaning
+    words but one), or, for near-identical spellings, the character similarity.
+
+    Example:
+        >>> name_similarity("--loglevel", "--log-level")
+        1.0
+        >>> round(name_similarity("--format", "--output-format"), 2)
+        0.75
+        >>> name_similarity("--show-source", "--show-fixes") < 0.5
+        True
+    """
+    a, b = old.lstrip("-").lower(), new.lstrip("-").lower()
+    if re.sub(r"[-_.]", "", a) == re.sub(r"[-_.]", "", b):
+        return 1.0
+    ratio = difflib.SequenceMatcher(None, a, b).ratio()
+    wa, wb = set(_content_words(a)), set(_content_words(b))
+    words = 0.0
+    if wa and wb:
+        shared = len(wa & wb)
+        words = 0.5 * shared / min(len(wa), len(wb)) + 0.5 * shared / len(wa | wb)
+    return max(words, ratio if ratio >= 0.8 else 0.6 * ratio)
+
+
+# -- the scene ---------------------------------------------------------------------------------------
+
+
+def _scene(failure: FailureInput) -> _Scene | None:
+    tree = failure.tree if failure.tree is not None else CommandTree.from_snippets(failure.snippets)
+    argv = list(failure.argv)
+    if len(argv) < 1:
+        return None
+    tool = failure.tool or os.path.basename(argv[0])
+    paths = tree.paths()
+    first = parse_command(argv, failure.workspace, tool=tool, known_paths=paths)
+    own = tree.command(first.command_path) if tree else None
+    parsed = parse_command(
+        argv,
+        failure.workspace,
+        tool=tool,
+        known_paths=paths,
+        takes_value=own.takes_value if own is not None else None,
+    )
+    program_length = len(parsed.program)
+    hints = command_hints(failure.output, argv, program_length)
+    # The commands research ranked for the task's own words, best first: evidence of which
+    # subcommand the task means when the output does not say.
+    ranked = sorted(failure.snippets, key=lambda s: -float(s.get("score") or 0.0))
+    researched = tuple(dict.fromkeys(doc.path for s in ranked if (doc := command_doc(s)) is not None))
+    workspace = str(failure.workspace) if failure.workspace is not None else None
+    return _Scene(argv, parsed, program_length, parsed.command_path, tree, own, hints, researched, workspace)
+
+
+# -- single edits ------------------------------------------------------------------------------------
+
+
+def _single_edits(scene: _Scene) -> Iterator[Edit]:
+    for target in scene.hints.targets:
+        yield from _option_edits(scene, target)
+    for index, word in scene.hints.rejected_words:
+        yield from _word_edits(scene, index, word)
+    yield from _template_edits(scene)
+    yield from _required_subcommand_edits(scene)
+    yield from _to_option_edits(scene)
+
+
+def _readings(scene: _Scene, target: RejectedOption) -> list[tuple[int, tuple[str, ...]]]:
+    """How far the rejected option reaches: ``(end, its values)`` for each plausible arity."""
+    argv, start = scene.argv, target.index
+    if "=" in argv[start]:
+        return [(start + 1, (argv[start].partition("=")[2],))]
+    if target.values_known:
+        return [(start + 1 + len(target.values), tuple(target.values))]
+    readings: list[tuple[int, tuple[str, ...]]] = [(start + 1, ())]
+    following = argv[start + 1] if start + 1 < len(argv) else None
+    if following is not None and not is_option(following) and following != "--":
+        readings.append((start + 2, (following,)))
+    return readings
+
+
+def _option_edits(scene: _Scene, target: RejectedOption) -> Iterator[Edit]:
+    page = scene.page
+    for end, values in _readings(scene, target):
+        span = (target.index, end)
+        yield from _named_renames(scene, target, span, values)
+        if page is not None:
+            yield from _documented_renames(scene, page, target, span, values)
+            yield from _flag_to_value(page, target, span, values)
+            yield from _to_positional(scene, page, target, span, values)
+        yield _drop(scene, target, span, values, page)
+
+
+def _named_renames(
+    scene: _Scene, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+) -> Iterator[Edit]:
+    """Renames the output names: "use --b instead (of --a)", "--a was renamed to --b", "did you mean"."""
+    hints = scene.hints
+    for replacement in hints.replacements:
+        named = replacement.old is not None and replacement.old.lstrip("-") == target.option.lstrip("-")
+        if replacement.old is not None and not named:
+            continue
+        if not named and len(hints.targets) > 1 and target.option not in replacement.text:
+            continue  # an unattributed suggestion belongs to the option its line names
+        suggestion = _is_suggestion(replacement.text)
+        # Of several alternatives, the one closest to the rejected option is the likeliest meaning.
+        alternatives = sorted(
+            replacement.new, key=lambda n: -name_similarity(target.option, n.split()[0].partition("=")[0])
+        )
+        for rank, new in enumerate(alternatives):
+            words = new.split()
+            if not words or not is_option(words[0]):
+                continue
+            similarity = name_similarity(target.option, words[0].partition("=")[0])
+            if named:
+                prior = 0.88
+            elif suggestion:
+                # A tool's "did you mean" is spelling distance, not meaning: trust it as far as the
+                # names are related.
+                prior = 0.5 + 0.38 * similarity
+            else:
+                prior = 0.8
+            prior *= 1.0 if rank == 0 else 0.9
+            tokens = _with_values(words, values, scene.page)
+            yield Edit(
+                "rename_option",
+                span[0],
+                span[1],
+                tokens,
+                prior,
+                f'the output says to use `{" ".join(words)}` for `{target.option}`: "{replacement.text}"',
+                target.option,
+                {"source": "error", "text": replacement.text},
+                drops=_dropped_values(values, tokens),
+            )
+
+
+def _documented_renames(
+    scene: _Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+) -> Iterator[Edit]:
+    """Documented options that replace the rejected one: named in their description, or related by name."""
+    used = {use.name for use in scene.parsed.options}
+    bare = target.option.lstrip("-")
+    for option in _distinct(page):
+        if option.name in used or target.option in option.spellings:
+            continue
+        mentions = re.search(rf"(?<![\w-])(?:--?)?{re.escape(bare)}(?![\w-])", option.description or "")
+        similarity = max(name_similarity(target.option, spelling) for spelling in option.spellings)
+        if mentions and re.search(
+            r"(?i)\b(?:replac|formerly|previously|renamed|instead|was\b|alias)", option.description
+        ):
+            prior, why = (
+                0.85,
+                f'its description names `{target.option}`: "{_first_sentence(option.description)}"',
+            )
+        elif similarity >= 0.5:
+            prior = 0.45 + 0.4 * similarity
+            why = (
+                f"it is the documented option closest to `{target.option}` (name similarity {similarity:.2f})"
+            )
+        else:
+            continue
+        takes = page.takes_value(option.name)
+        tokens = _with_values([option.name], values if takes is not False else (), page)
+        if takes is False and values and not _boolean(values):
+            continue  # the value would have nowhere to go
+        yield Edit(
+            "rename_option",
+            span[0],
+            span[1],
+            tokens,
+            prior,
+            f"rename `{target.option}` to `{option.name}`: {why}",
+            target.option,
+            {"source": "docs", "option": option.name, "similarity": round(similarity, 3)},
+            drops=_dropped_values(values, tokens),
+        )
+
+
+def _flag_to_value(
+    page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+) -> Iterator[Edit]:
+    """The flag's meaning as a listed value of a documented option (``--a-b=on`` -> ``--b=a``).
+
+    The flag must carry no value, or only a boolean one (``on``, ``true``).
+    """
+    if values and not _boolean(values):
+        return
+    wanted = set(_content_words(target.option))
+    if not wanted:
+        return
+    for option in _distinct(page):
+        if target.option in option.spellings:
+            continue
+        listed = choices(option.value_hint, option.description)
+        if not listed:
+            continue
+        name_words = set(_content_words(option.name))
+        for value in listed:
+            value_words = set(_content_words(value))
+            on_value = wanted & value_words
+            if not on_value:
+                continue
+            covered = len(wanted & (value_words | name_words)) / len(wanted)
+            prior = 0.45 + 0.4 * covered
+            token = f"{option.name}={value}" if option.name.startswith("--") else None
+            tokens = (token,) if token else (option.name, value)
+            yield Edit(
+                "option_value",
+                span[0],
+                span[1],
+                tokens,
+                prior,
+                f"`{target.option}` became a value of `{option.name}`, which lists `{value}` among "
+                f"its values ({', '.join(listed[:8])}{', ...' if len(listed) > 8 else ''})",
+                target.option,
+                {"source": "docs", "option": option.name, "value": value, "values": list(listed[:20])},
+                drops=values,
+            )
+
+
+def _to_positional(
+    scene: _Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+) -> Iterator[Edit]:
+    """``--file x`` -> ``x`` when the usage takes a positional argument named like the option."""
+    if len(values) != 1 or _boolean(values):
+        return
+    wanted = set(_content_words(target.option))
+    for form in page.forms:
+        for placeholder in form.positionals:
+            overlap = wanted & set(_content_words(placeholder.name))
+            if overlap:
+                yield Edit(
+                    "to_positional",
+                    span[0],
+                    span[1],
+                    values,
+                    0.5 + 0.3 * len(overlap) / len(wanted),
+                    f"the usage `{form.text[:80]}` takes <{placeholder.name}> as an argument, "
+                    f"not `{target.option}`",
+                    target.option,
+                    {"source": "docs", "placeholder": placeholder.name},
+                )
+                return
+
+
+def _drop(
+    scene: _Scene,
+    target: RejectedOption,
+    span: tuple[int, int],
+    values: tuple[str, ...],
+    page: CommandDoc | None,
+) -> Edit:
+    hints = scene.hints
+    ignored = any(r.index == target.index for r in hints.ignored)
+    if ignored or hints.default_now:
+        prior, why = 0.8, "the output says it is ignored, has no effect or is the default now"
+    elif page is not None and not page.accepts(target.option):
+        prior, why = 0.55, "the documentation of the installed version no longer has it"
+    else:
+        prior, why = 0.4, "the tool rejects it"
+    return Edit(
+        "drop_option",
+        span[0],
+        span[1],
+        (),
+        prior,
+        f"drop `{' '.join(scene.argv[span[0] : span[1]])}`: {why}",
+        target.option,
+        {"source": "error" if ignored or hints.default_now else "docs"},
+        drops=values,
+    )
+
+
+def _word_edits(scene: _Scene, index: int, word: str) -> Iterator[Edit]:
+    """A plain word called invalid: replace it by a documented sibling, or insert a subcommand before it."""
+    parent = scene.tree.longest_prefix(scene.argv[scene.program_length : index])
+    siblings = scene.tree.children(parent)
+    suggested = {n for r in scene.hints.replacements for n in r.new if not is_option(n)}
+    for doc in siblings:
+        candidate = doc.path[-1]
+        similarity = name_similarity(word, candidate)
+        if candidate in suggested:
+            prior = 0.75 + 0.15 * similarity
+        elif similarity >= 0.6:
+            prior = 0.45 + 0.4 * similarity
+        else:
+            continue
+        yield Edit(
+            "replace_subcommand",
+            index,
+            index + 1,
+            (candidate,),
+            prior,
+            f"`{word}` is not a command here; `{' '.join(doc.path)}` is documented"
+            + (
+                " and the output suggests it" if candidate in suggested else f" (similarity {similarity:.2f})"
+            ),
+            word,
+            {"source": "error" if candidate in suggested else "docs"},
+            drops=(word,),
+        )
+    if classify_value(word, scene.workspace).kind == "word" and not scene.hints.subcommand_required:
+        return
+    # A value (a file, a URL) where a subcommand is expected: the bare form of the command is gone.
+    for doc in siblings:
+        prior, why = _subcommand_prior(scene, doc)
+        yield Edit(
+            "insert_subcommand",
+            index,
+            index,
+            (doc.path[-1],),
+            prior,
+            f"`{word}` is taken for a subcommand, so one is required now: `{' '.join(doc.path)}` {why}",
+            "subcommand",
+            {"source": "docs"},
+        )
+
+
+def _template_edits(scene: _Scene) -> Iterator[Edit]:
+    """The command line the output suggests: its subcommand path, the failed command's arguments kept."""
+    start = scene.program_length
+    current = scene.path
+    for template in scene.hints.templates:
+        words = template.words
+        documented = scene.tree.command(words) is not None or not scene.tree
+        prior = 0.88 if documented else 0.75
+        if words[: len(current)] == current:
+            tokens, span, kind = (
+                words[len(current) :],
+                (start + len(current), start + len(current)),
+                "insert_subcommand",
+            )
+        else:
+            tokens, span, kind = words, (start, start + len(current)), "set_subcommand"
+        if not tokens and span[0] == span[1]:
+            continue
+        yield Edit(
+            kind,  # type: ignore[arg-type]
+            span[0],
+            span[1],
+            tuple(tokens),
+            prior,
+            f'the output suggests `{" ".join(words)}`: "{template.text}"',
+            "subcommand",
+            {"source": "error", "text": template.text},
+            drops=tuple(current) if kind == "set_subcommand" else (),
+        )
+
+
+def _required_subcommand_edits(scene: _Scene) -> Iterator[Edit]:
+    """The output says a subcommand is needed: the documented one that takes every option used."""
+    hints = scene.hints
+    if not hints.subcommand_required or hints.templates:
+        return
+    at = scene.program_length + len(scene.path)
+    for doc in scene.tree.children(scene.path):
+        prior, why = _subcommand_prior(scene, doc)
+        yield Edit(
+            "insert_subcommand",
+            at,
+            at,
+            (doc.path[-1],),
+            prior,
+            f"the output says a subcommand is required; `{' '.join(doc.path)}` {why}",
+            "subcommand",
+            {"source": "docs"},
+        )
+
+
+def _subcommand_prior(scene: _Scene, doc: CommandDoc) -> tuple[float, str]:
+    """How well a documented subcommand fits the failed command: it takes every option used, it is
+    described as the default, research ranked it for the task's words."""
+    used = [use.name for use in scene.parsed.options]
+    accepted = all(doc.accepts(name) for name in used)
+    described = bool(_DEFAULT_COMMAND.search(str(doc.snippet.get("content") or "")[:400]))
+    rank = scene.researched.index(doc.path) if doc.path in scene.researched else None
+    prior = 0.45 + (0.12 if accepted else 0.0) + (0.15 if described else 0.0)
+    prior += 0.2 / (1 + rank) if rank is not None else 0.0
+    reasons = ["is documented"]
+    if accepted:
+        reasons.append("takes every option used" if used else "takes the arguments")
+    if described:
+        reasons.append("is described as the default")
+    if rank is not None:
+        reasons.append(f"is research's #{rank + 1} match for the task")
+    return prior, ", ".join(reasons)
+
+
+def _to_option_edits(scene: _Scene) -> Iterator[Edit]:
+    """A positional value becomes the required option of the usage that matches it best."""
+    own = scene.own
+    if own is None or not own.forms:
+        return
+    used = {use.name for use in scene.parsed.options}
+    form = own.forms[0]
+    missing = [group for group in form.required if not group & used]
+    positionals = [value for value in scene.parsed.values if value.option is None]
+    for group in missing:
+        option = own.options.get(sorted(group)[0]) or OptionDoc(sorted(group)[0])
+        best = max(
+            ((score(facet, option), value) for value in positionals for facet in facets(value)),
+            key=lambda item: item[0].points,
+            default=None,
+        )
+        if best is None or best[0].points < WEAK:
+            continue
+        match, value = best
+        yield Edit(
+            "to_option",
+            value.index,
+            value.index + 1,
+            (option.name, value.text),
+            0.5 + 0.2 * min(1.0, match.points / STRONG),
+            f"the usage requires `{option.name}`; `{value.text}` fits it ({', '.join(match.agreed)})",
+            value.text,
+            {"source": "docs", "option": option.name},
+        )
+
+
+# -- candidates --------------------------------------------------------------------------------------
+
+
+def _candidate(scene: _Scene, edits: Sequence[Edit], strategy: str) -> Candidate | None:
+    argv = apply_edits(scene.argv, edits)
+    if argv == scene.argv or (not argv[scene.program_length :] and scene.argv[scene.program_length :]):
+        return None
+    dropped = [token for edit in edits for token in edit.drops]
+    check = check_against_docs(
+        argv, scene.argv, scene.tree, program_length=scene.program_length, dropped=dropped
+    )
+    prior = edits[0].prior if len(edits) == 1 else min(e.prior for e in edits) * _PAIR_FACTOR
+    confidence = round(min(_CAP, prior * check.factor), 4)
+    return Candidate(
+        argv=argv,
+        strategy=strategy,
+        confidence=confidence,
+        rationale=_rationale(edits, check),
+        evidence={
+            "edits": [edit.to_dict() for edit in edits],
+            "documented": check.documented,
+            "docs_problems": check.problems(),
+            "docs_factor": round(check.factor, 4),
+            "entity_name": " ".join(check.path) if check.path_documented and check.path else None,
+        },
+    )
+
+
+def _best_per_result(scene: _Scene, edits: list[Edit]) -> list[Edit]:
+    """One edit per (span, tokens): the best-evidenced one, a little stronger when the output and the
+    documentation both lead to it."""
+    best: dict[tuple[int, int, tuple[str, ...]], Edit] = {}
+    for edit in edits:
+        key = (edit.start, edit.end, edit.tokens)
+        known = best.get(key)
+        if known is None:
+            best[key] = edit
+            continue
+        strong, weak = (edit, known) if edit.prior > known.prior else (known, edit)
+        agreeing = strong.evidence.get("source") != weak.evidence.get("source")
+        best[key] = replace(
+            strong,
+            prior=min(_CAP, strong.prior + (0.05 if agreeing else 0.0)),
+            reason=f"{strong.reason}; also, {weak.reason}" if agreeing else strong.reason,
+        )
+    return list(best.values())
+
+
+def _rationale(edits: Sequence[Edit], check: DocsCheck) -> str:
+    text = "; ".join(edit.reason for edit in edits)
+    if check.documented and not check.problems():
+        return f"{text}. Every option and subcommand of the result is documented for this version."
+    problems = check.problems()
+    return f"{text}. " + ("Docs check: " + "; ".join(problems) + "." if problems else "")
+
+
+def _introduced(before: Sequence[str], after: Sequence[str]) -> set[str]:
+    """Option names and words ``after`` has that ``before`` has not."""
+    names = {token.partition("=")[0] for token in before}
+    return {token.partition("=")[0] for token in after} - names
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def _distinct(page: CommandDoc) -> list[OptionDoc]:
+    return list(dict.fromkeys(page.options.values()))
+
+
+def _content_words(name: str) -> list[str]:
+    """The meaningful lower-case words of an option, value or placeholder name."""
+    words = [w.lower() for w in _WORDS.findall(name.lstrip("-").replace("_", "-"))]
+    stems = [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words]
+    return [w for w in stems if w not in _GENERIC and len(w) > 1]
+
+
+def _boolean(values: Sequence[str]) -> bool:
+    return len(values) == 1 and values[0].lower() in _BOOLEAN
+
+
+def _with_values(words: Sequence[str], values: tuple[str, ...], page: CommandDoc | None) -> tuple[str, ...]:
+    """The new option's tokens, with the old option's values when the new one takes a value."""
+    if len(words) > 1 or "=" in words[0]:
+        return tuple(words)
+    takes = page.takes_value(words[0]) if page is not None else None
+    if takes is False or _boolean(values):
+        return tuple(words)
+    return (words[0], *values)
+
+
+def _dropped_values(values: tuple[str, ...], tokens: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(v for v in values if v not in tokens)
+
+
+def _is_suggestion(text: str) -> bool:
+    return bool(re.search(r"(?i)did you mean|maybe you meant|perhaps you meant|similar|most similar", text))
+
+
+def _first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0][:200]

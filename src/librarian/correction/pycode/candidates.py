@@ -1,0 +1,413 @@
+"""Candidate syntax-tree edits for one Python failure, ranked by what the error and the installed API say.
+
+For each kind of failure (:class:`~librarian.correction.pycode.failure.PythonError`):
+
+- **a name gone from a module or class** -- the replacement the message names ("Use `np.prod`
+  instead", a builtin such as ``float``, a method such as ``.items``), Python's "Did you mean", and
+  the module's (or class's) documented members whose name is clearly related (one contains the other,
+  or they share their meaning words) or whose docstring mentions the old name;
+- **a name that cannot be imported** -- the same name documented elsewhere in the distribution (the
+  name moved), a module the message says it moved to, a dependency that provides it, or a related
+  name in the same module;
+- **an unexpected keyword** -- the parameter the message names, a parameter of the installed
+  signature with a related name, the old keyword's meaning as a value the new parameter's docstring
+  lists (``use_aliases=True`` -> ``language='alias'``), or dropping it.
+
+Every candidate is checked against the installed API (the new name must exist there) and applied
+with :func:`~librarian.correction.pycode.edits.apply_edits`; one that changes nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from librarian.correction.choices import choices
+from librarian.correction.command_edits import name_similarity
+from librarian.correction.pycode.api import ApiIndex, Probe
+from librarian.correction.pycode.edits import apply_edits, describe
+from librarian.correction.pycode.failure import PythonError
+from librarian.correction.pycode.source import imports, qualified
+
+__all__ = ["CodeCandidate", "CodeScene", "code_candidates", "members_of", "related", "signature_parameters"]
+
+_CAP = 0.95
+_CONFIRMED = 1.08
+_UNCONFIRMED = 0.7
+_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True)
+class CodeCandidate:
+    """Corrected code, the edits that made it, a confidence and the evidence."""
+
+    code: str
+    edits: list[dict[str, Any]]
+    confidence: float
+    rationale: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CodeScene:
+    """Everything known about the failure.
+
+    Attributes:
+        code: the task's code; error: what its traceback says.
+        base: the dotted path of the module or class the error is about (through the imports).
+        callee: for a keyword error, the dotted path of the function called.
+        api: the installed API's pages; probe: what the task's interpreter said.
+        members: public names of ``base`` (pages and probe together).
+        parameters: for a keyword error, the callee's parameter names.
+        callee_doc: the callee's docstring.
+        providers: modules the probe found providing an imported name.
+    """
+
+    code: str
+    error: PythonError
+    base: str = ""
+    callee: str = ""
+    api: ApiIndex = field(default_factory=lambda: ApiIndex([]))
+    probe: Probe = field(default_factory=Probe)
+    members: dict[str, str] = field(default_factory=dict)
+    parameters: tuple[str, ...] = ()
+    callee_doc: str = ""
+    providers: tuple[str, ...] = ()
+
+
+def related(old: str, new: str) -> float:
+    """How clearly two Python names are related, 0..1: one contains the other, or they share words.
+
+    Example:
+        >>> related("iteritems", "items"), related("product", "prod"), related("sparse", "sparse_output")
+        (0.85, 0.85, 0.85)
+        >>> related("from_numpy_matrix", "from_numpy_array") > 0.5
+        True
+    """
+    a, b = old.lower(), new.lower()
+    if a == b:
+        return 0.0
+    similarity = name_similarity(a.replace("_", "-"), b.replace("_", "-"))
+    shorter, longer = sorted((a.replace("_", ""), b.replace("_", "")), key=len)
+    contained = len(shorter) >= 3 and (longer.startswith(shorter) or longer.endswith(shorter))
+    ratio = difflib.SequenceMatcher(None, a, b).ratio()
+    return max(
+        0.85 if contained else 0.0,
+        similarity if similarity < 1.0 else 0.95,
+        0.9 * ratio if ratio >= 0.8 else 0.0,
+    )
+
+
+def code_candidates(scene: CodeScene, *, limit: int = 6) -> list[CodeCandidate]:
+    """Candidates for ``scene``'s failure, best first (see the module docs)."""
+    found: dict[str, CodeCandidate] = {}
+    for edit, prior, reason, confirmed in _edits(scene):
+        new_code, changed = apply_edits(scene.code, [edit])
+        if not changed or new_code == scene.code:
+            continue
+        confidence = round(min(_CAP, prior * (_CONFIRMED if confirmed else _UNCONFIRMED)), 4)
+        edit = {**edit, "summary": describe(edit)}
+        candidate = CodeCandidate(
+            code=new_code,
+            edits=[edit],
+            confidence=confidence,
+            rationale=reason
+            + (" The installed API has it." if confirmed else " The installed API could not confirm it."),
+            evidence={"edit": edit, "confirmed": confirmed, "error": scene.error.summary},
+        )
+        if new_code not in found or candidate.confidence > found[new_code].confidence:
+            found[new_code] = candidate
+    return sorted(found.values(), key=lambda c: -c.confidence)[:limit]
+
+
+# -- edits by kind of failure ------------------------------------------------------------------------
+
+_Edit = tuple[dict[str, Any], float, str, bool]
+
+
+def _edits(scene: CodeScene) -> Iterator[_Edit]:
+    kind = scene.error.kind
+    if kind == "attribute":
+        yield from _attribute_edits(scene)
+    elif kind == "import_name":
+        yield from _import_edits(scene)
+    elif kind == "keyword":
+        yield from _keyword_edits(scene)
+
+
+def _attribute_edits(scene: CodeScene) -> Iterator[_Edit]:
+    error, old = scene.error, scene.error.name
+    if not scene.base or not old:
+        return
+    where = {"base": scene.base} if _is_module(scene) else {"owner_type": scene.base}
+    for replacement in error.replacements:
+        yield from _replacement_edit(scene, where, replacement)
+    for suggestion in error.suggestions:
+        if suggestion.startswith("_") or suggestion == old:
+            continue
+        score = related(old, suggestion)
+        yield (
+            {"op": "rename_attribute", **where, "old": old, "new": suggestion},
+            0.45 + 0.35 * score,
+            f"Python suggests `{suggestion}` for `{old}` (a spelling match).",
+            suggestion in scene.members,
+        )
+    for member, doc in scene.members.items():
+        if member == old:
+            continue
+        mentions = _mentions(doc, old)
+        score = max(related(old, member), 0.9 if mentions else 0.0)
+        if score < 0.5:
+            continue
+        why = (
+            f"the docstring of `{scene.base}.{member}` mentions `{old}`"
+            if mentions
+            else f"`{scene.base}.{member}` is the documented member closest to `{old}` ({score:.2f})"
+        )
+        yield (
+            {"op": "rename_attribute", **where, "old": old, "new": member},
+            0.45 + 0.4 * score,
+            f"`{old}` is gone from `{scene.base}`; {why}.",
+            True,
+        )
+
+
+def _replacement_edit(scene: CodeScene, where: dict[str, str], replacement: str) -> Iterator[_Edit]:
+    """The expression a message says to use: a member, a method, a builtin, or a path elsewhere."""
+    old = scene.error.name
+    text = replacement.lstrip(".")
+    names = imports(_parse(scene.code))
+    head, _, rest = text.partition(".")
+    resolved = f"{names[head]}.{rest}" if head in names and rest else text
+    said = f"the error says to use `{replacement}` instead of `{old}`."
+    if "." not in text and (text in scene.members or replacement.startswith(".") or not _is_module(scene)):
+        yield (
+            {"op": "rename_attribute", **where, "old": old, "new": text},
+            0.88,
+            said.capitalize(),
+            text in scene.members,
+        )
+    elif "." in text and resolved.rpartition(".")[0] == scene.base:
+        new = resolved.rpartition(".")[2]
+        yield (
+            {"op": "rename_attribute", **where, "old": old, "new": new},
+            0.88,
+            said.capitalize(),
+            new in scene.members or not scene.members,
+        )
+    elif _is_module(scene):
+        builtin = "." not in text and text in _BUILTINS
+        needed = "" if builtin or head in names else head
+        yield (
+            {
+                "op": "replace_expression",
+                "base": scene.base,
+                "old": old,
+                "expression": text,
+                "import": needed,
+            },
+            0.85,
+            said.capitalize(),
+            builtin or head in names,
+        )
+
+
+def _import_edits(scene: CodeScene) -> Iterator[_Edit]:
+    error, name, module = scene.error, scene.error.name, scene.error.owner
+    for replacement in error.replacements:
+        target = replacement.rpartition(".")[0]
+        if target and replacement.endswith("." + name):
+            yield (
+                {"op": "move_import", "module": module, "name": name, "new_module": target},
+                0.88,
+                f"The error says to use `{replacement}`.",
+                True,
+            )
+    if error.moved_to:
+        target = error.moved_to.replace("-", "_")
+        yield (
+            {"op": "move_import", "module": module, "name": name, "new_module": target},
+            0.7,
+            f"The error says `{name}` moved to `{error.moved_to}`.",
+            target in scene.providers,
+        )
+    top = module.split(".")[0]
+    for path in scene.api.named(name):
+        home = path.rpartition(".")[0]
+        if home == module or not home:
+            continue
+        inside = home.split(".")[0] == top
+        yield (
+            {"op": "move_import", "module": module, "name": name, "new_module": home},
+            0.8 if inside else 0.7,
+            f"`{name}` is documented as `{path}` in the installed version.",
+            True,
+        )
+    for provider in scene.providers:
+        yield (
+            {"op": "move_import", "module": module, "name": name, "new_module": provider},
+            0.72,
+            f"`{provider}`, which `{top}` depends on, provides `{name}`.",
+            True,
+        )
+    for member, doc in scene.members.items():
+        score = max(related(name, member), 0.9 if _mentions(doc, name) else 0.0)
+        if score >= 0.5:
+            yield (
+                {"op": "rename_attribute", "base": module, "old": name, "new": member},
+                0.45 + 0.4 * score,
+                f"`{name}` is gone from `{module}`; `{member}` is the documented name closest to it "
+                f"({score:.2f}).",
+                True,
+            )
+
+
+def _keyword_edits(scene: CodeScene) -> Iterator[_Edit]:
+    error, old = scene.error, scene.error.name
+    callee = scene.callee or error.owner
+    if not callee:
+        return
+    params = [p for p in scene.parameters if p not in ("self", "args", "kwargs")]
+    for replacement in error.replacements:
+        new = replacement.rsplit(".", 1)[-1]
+        yield (
+            {"op": "rename_keyword", "callee": callee, "old": old, "new": new},
+            0.88,
+            f"The error says to use `{new}` instead of `{old}`.",
+            new in params or not params,
+        )
+    value = _keyword_value(scene.code, callee, old)
+    for param in params:
+        description = _parameter_doc(scene.callee_doc, param)
+        score = max(related(old, param), 0.9 if _mentions(description, old) else 0.0)
+        if score >= 0.5:
+            yield (
+                {"op": "rename_keyword", "callee": callee, "old": old, "new": param},
+                0.45 + 0.4 * score,
+                f"`{callee}` has no `{old}` in the installed version; `{param}` is its parameter "
+                f"closest to it ({score:.2f}).",
+                True,
+            )
+        if value in ("True", None):
+            yield from _keyword_to_value(callee, old, param, description)
+    has_params = bool(params)
+    yield (
+        {"op": "drop_keyword", "callee": callee, "name": old},
+        0.5 if has_params else 0.4,
+        f"`{callee}` takes no `{old}` in the installed version; without it the default applies.",
+        has_params,
+    )
+
+
+def _keyword_to_value(callee: str, old: str, param: str, description: str) -> Iterator[_Edit]:
+    """``old=True`` as a listed value of ``param`` whose words the old keyword shares."""
+    wanted = {
+        _stem(w)
+        for w in re.findall(r"[a-z]+", old.lower())
+        if len(w) > 2 and w not in ("use", "enable", "with")
+    }
+    for choice in choices("", description):
+        if wanted & {_stem(w) for w in re.findall(r"[a-z]+", choice.lower())}:
+            yield (
+                {"op": "rename_keyword", "callee": callee, "old": old, "new": param, "value": repr(choice)},
+                0.8,
+                f"`{old}=True` became `{param}={choice!r}`: the docs of `{param}` list `{choice}` "
+                "among its values.",
+                True,
+            )
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def _is_module(scene: CodeScene) -> bool:
+    return scene.error.owner_is_module
+
+
+def _mentions(doc: str, name: str) -> bool:
+    return bool(doc) and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", doc) is not None
+
+
+def _parse(code: str) -> ast.AST:
+    try:
+        return ast.parse(code)
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _keyword_value(code: str, callee: str, keyword: str) -> str | None:
+    """The source text of ``keyword``'s value in the first call of ``callee`` that passes it."""
+    tree = _parse(code)
+    names = imports(tree)
+    last = callee.rsplit(".", 1)[-1]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        path = qualified(node.func, names) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")
+        if path.rsplit(".", 1)[-1] != last:
+            continue
+        for item in node.keywords:
+            if item.arg == keyword:
+                return ast.unparse(item.value)
+    return None
+
+
+def _parameter_doc(doc: str, param: str) -> str:
+    """The part of a docstring that documents ``param`` (numpydoc, Google or reST style)."""
+    if not doc:
+        return ""
+    lines = doc.splitlines()
+    for index, line in enumerate(lines):
+        if re.match(
+            rf"^\s*(?::param\s+(?:\w+\s+)?{re.escape(param)}:|{re.escape(param)}\s*(?:\([^)]*\))?\s*:)", line
+        ):
+            block = [line]
+            indent = len(line) - len(line.lstrip())
+            for follow in lines[index + 1 : index + 12]:
+                if (
+                    follow.strip()
+                    and len(follow) - len(follow.lstrip()) <= indent
+                    and not follow.lstrip().startswith(("-", "*"))
+                ):
+                    break
+                block.append(follow)
+            return " ".join(part.strip() for part in block)
+    return ""
+
+
+def _stem(word: str) -> str:
+    return (
+        word[:-2]
+        if word.endswith("es") and len(word) > 4
+        else word[:-1]
+        if word.endswith("s") and len(word) > 3
+        else word
+    )
+
+
+def members_of(base: str, api: ApiIndex, probe: Probe) -> dict[str, str]:
+    """Public names of ``base`` with their docstrings: the documented ones and the probe's."""
+    found = {entry.name: entry.doc for entry in api.members(base)}
+    for name in probe.members.get(base) or []:
+        found.setdefault(name, "")
+    return found
+
+
+def signature_parameters(signature: str | None) -> tuple[str, ...]:
+    """Parameter names of a signature's text (``(a, b=1, *, c)`` -> ``('a', 'b', 'c')``)."""
+    if not signature:
+        return ()
+    try:
+        tree = ast.parse(f"def f{signature.split('->')[0].strip()}: pass")
+    except SyntaxError:
+        return tuple(re.findall(r"(\w+)\s*(?:=|:|,|\))", signature))
+    function = tree.body[0]
+    assert isinstance(function, ast.FunctionDef)
+    arguments = function.args
+    every: Sequence[ast.arg] = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    return tuple(argument.arg for argument in every)

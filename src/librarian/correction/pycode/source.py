@@ -1,0 +1,94 @@
+"""What a piece of Python code imports, under which local names, and where it uses a given API name.
+
+:func:`imports` maps each local name to what it stands for: ``import numpy as np`` binds ``np`` to
+``numpy``, ``from PIL import Image`` binds ``Image`` to ``PIL.Image``, ``import a.b`` binds ``a`` to
+``a``. :func:`qualified` resolves an expression (``np.linalg.norm``) to its dotted path
+(``numpy.linalg.norm``) through those names, and :func:`local_types` guesses what class a variable
+holds from the call that assigned it (``df = pd.DataFrame(...)``), which is how an error about a
+``'DataFrame' object`` is traced to the library that made it.
+
+Example:
+    >>> tree = ast.parse("import numpy as np\\nfrom pkg import Thing as T\\nx = T()\\nnp.old(1)")
+    >>> names = imports(tree)
+    >>> names["np"], names["T"]
+    ('numpy', 'pkg.Thing')
+    >>> qualified(tree.body[-1].value.func, names)
+    'numpy.old'
+    >>> local_types(tree, names)["x"]
+    'pkg.Thing'
+"""
+
+from __future__ import annotations
+
+import ast
+
+__all__ = ["imported_modules", "imports", "local_types", "qualified"]
+
+
+def imports(tree: ast.AST) -> dict[str, str]:
+    """Local name -> dotted path, for every import in ``tree`` (the last binding of a name wins)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    names[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return names
+
+
+def imported_modules(tree: ast.AST) -> list[str]:
+    """The top-level packages ``tree`` imports, in order of first import."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module.split(".")[0])
+    return list(dict.fromkeys(found))
+
+
+def qualified(node: ast.AST, names: dict[str, str]) -> str | None:
+    """The dotted path an expression names through the imports (``np.linalg`` -> ``numpy.linalg``)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in names:
+        return None
+    return ".".join([names[node.id], *reversed(parts)])
+
+
+def local_types(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
+    """Variable: the path of the call that assigned it (``df = pd.DataFrame()``: ``pandas.DataFrame``).
+
+    Also follows a method call on a known variable (``df = df.drop(...)`` keeps ``df``'s type) and
+    ``with X(...) as v`` bindings. It is a guess for tracing an error to a library, not type inference.
+    """
+    types: dict[str, str] = {}
+    for node in ast.walk(tree):
+        value: ast.AST | None = None
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            value, targets = node.value, list(node.targets)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            value, targets = node.value, [node.target]
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            value, targets = node.context_expr, [node.optional_vars]
+        if not isinstance(value, ast.Call):
+            continue
+        made = qualified(value.func, names)
+        if made is None and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name):
+            made = types.get(value.func.value.id)  # a method of a known object returns its kind, often
+        if made is None:
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name):
+                types[target.id] = made
+    return types
