@@ -103,26 +103,40 @@ class Librarian:
         self._llm_lock = threading.Lock()
         # Which entities declare which options, per SDK version (error-driven research).
         self.acceptors = AcceptorCache()
+        self._wiring = threading.Lock()
 
     # -- wiring -------------------------------------------------------------------------------
 
     @property
     def cache(self) -> EmbeddingCache:
         """The embedding cache over the configured embedder (loads the model on first use)."""
-        if self._cache is None:
-            embedder = self._embedder or create_embedder(self.settings)
-            self._cache = EmbeddingCache(embedder, self.sessions)
-        return self._cache
+        with self._wiring:  # two threads' first use must not load the model twice
+            if self._cache is None:
+                embedder = self._embedder or create_embedder(self.settings)
+                self._cache = EmbeddingCache(embedder, self.sessions)
+            return self._cache
 
     @property
     def vectors(self) -> VectorIndexManager:
         """The vector index manager over the configured vector store."""
-        if self._vectors is None:
-            self._vector_store = create_vector_store(self.settings.resolved_vector_url, self.engine)
-            self._vectors = VectorIndexManager(
-                self._vector_store, self.cache, self.sessions, self.settings.index_namespace
-            )
-        return self._vectors
+        cache = self.cache
+        with self._wiring:
+            if self._vectors is None:
+                self._vector_store = create_vector_store(self.settings.resolved_vector_url, self.engine)
+                self._vectors = VectorIndexManager(
+                    self._vector_store, cache, self.sessions, self.settings.index_namespace
+                )
+            return self._vectors
+
+    def warm_up(self) -> None:
+        """Load the embedding model and open the vector index now instead of at the first search.
+
+        The first search of a process otherwise pays for both (seconds on a small machine); a
+        process that will answer when something fails, such as the self-correcting loop, calls this
+        when it starts (in a background thread) so the answer is not delayed by it.
+        """
+        self.cache.embed_query("warm up")
+        self.vectors.active()
 
     @property
     def retriever(self) -> HybridRetriever:
@@ -260,20 +274,37 @@ class Librarian:
         *,
         sdk_name: str | None = None,
         python: str | None = None,
+        modules: tuple[str, ...] = (),
+        levels: int | None = None,
         progress: ProgressCallback | None = None,
     ) -> IngestReport:
         """Ingest the public API of an installed Python distribution at its installed version.
 
         ``python`` names the interpreter of the environment to introspect (default: this one).
+        ``modules`` documents only those modules, with ``levels`` of submodules below each (default:
+        all): a separate source (``pypi://dist?modules=...``), so a later full ingest does not
+        replace it.
         """
-        version, listing = connectors.package_listing(distribution, python=python)
+        version, listing = connectors.package_listing(
+            distribution, python=python, modules=modules, levels=levels
+        )
+        query = (
+            f"?modules={','.join(modules)}" + (f"&levels={levels}" if levels is not None else "")
+            if modules
+            else ""
+        )
         return self.ingest_listing(
-            f"pypi://{distribution}",
+            f"pypi://{distribution}{query}",
             "python-package",
             lambda: listing,
             sdk_name=sdk_name or distribution,
             sdk_version=version,
-            options={"distribution": distribution, "python": python},
+            options={
+                "distribution": distribution,
+                "python": python,
+                "modules": list(modules),
+                "levels": levels,
+            },
             progress=progress,
         )
 

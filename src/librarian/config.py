@@ -201,6 +201,14 @@ class Settings(BaseSettings):
         default=120.0, gt=0, description="A dispatched task whose lease expires is dispatched again."
     )
     runtime_workers: int = Field(default=4, ge=1, description="Executor threads of one embedded worker.")
+    runtime_corrector_timeout_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description=(
+            "How long one correction strategy may think (research, indexing documentation on demand, an "
+            "LLM) before it counts as rejected and the next strategy is tried."
+        ),
+    )
     runtime_executor_prefetch: int = Field(
         default=1,
         ge=1,

@@ -378,6 +378,8 @@ def _run_connector(lib: Librarian, target: RefreshTarget, progress: ProgressCall
             _option(options, "distribution", str, target),
             sdk_name=_sdk_name(target),
             python=_optional(options, "python", str, target),
+            modules=tuple(_optional(options, "modules", list, target) or ()),
+            levels=_optional(options, "levels", int, target),
             progress=progress,
         )
     if target.kind == "openapi":

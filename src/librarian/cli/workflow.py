@@ -264,7 +264,9 @@ def worker(
             )
         engine = Runtime(settings, correctors=_correctors(correctors, settings))
         broker = remote_broker(settings)
-        group = WorkerGroup(Services(settings, engine.sessions, broker, engine.correctors))
+        group = WorkerGroup(
+            Services(settings, engine.sessions, broker, engine.correctors, engine.corrector_timeout_seconds)
+        )
         _stop_on_signals(group)
         held = prefetch or settings.runtime_executor_prefetch
         typed_role: Role = role

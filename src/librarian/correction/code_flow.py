@@ -178,12 +178,14 @@ def identify(run: LoopRun, environment: EnvironmentManager) -> None:
     except SyntaxError:
         tree = None
     if error is not None and tree is not None:
+        error = _as_import_error(tree, error)
         names = imports(tree)
         if error.kind in ("attribute", "import_name") and error.owner_is_module:
-            base = error.owner
+            # A library's own message may name the module by the code's alias (`np.NaN`).
+            base = names.get(error.owner, error.owner)
         elif error.kind == "attribute":
             base = _owner_class(tree, names, error)
-        elif error.kind in ("keyword", "missing_argument"):
+        elif error.kind in ("keyword", "missing_argument", "positional"):
             callee = _callee(tree, names, error)
             base = callee.rpartition(".")[0]
     top = (base or callee).split(".")[0]
@@ -274,11 +276,19 @@ def problem(run: LoopRun) -> Problem:
 
 
 def ensure_docs(run: LoopRun, on_demand: DocsOnDemand) -> OnDemand:
-    """Index the distribution's installed API (in the task's interpreter) when it is not indexed."""
+    """Index the failing module's installed API (in the task's interpreter) when it is not indexed.
+
+    The module the failure is about; for a name that cannot be imported also its submodules one
+    level down and the distribution's top-level package (names move within a distribution).
+    """
     version = run.version.version if run.version else None
-    if run.version is None:
+    failure = _failure(run)
+    if run.version is None or failure is None:
         return OnDemand(run.tool, None, False, summary="the distribution is unknown")
-    return on_demand.package(run.tool, version, run.program[0])
+    module = _module_of(failure)
+    importing = failure.error is not None and failure.error.kind == "import_name"
+    modules = list(dict.fromkeys([module, failure.top] if importing else [module]))
+    return on_demand.package(run.tool, version, run.program[0], modules=modules, levels=1 if importing else 0)
 
 
 def research_query(run: LoopRun, query: str) -> str:
@@ -317,7 +327,7 @@ def candidates(
         members=ask_members,
         signatures=[failure.callee] if failure.callee else [],
         provider_name=error.name if error.kind == "import_name" else "",
-        provider_modules=failure.requires if error.kind == "import_name" else (),
+        provider_modules=_provider_modules(failure, error),
     )
     providers = probe.providers
     entry = _callee_entry(api, failure.callee, error.owner) if failure.callee else None
@@ -333,6 +343,8 @@ def candidates(
         parameters=(entry.parameters if entry and entry.parameters else signature_parameters(signature)),
         callee_doc=(entry.doc if entry else "") or probe.docs.get(failure.callee, ""),
         providers=providers,
+        signature=signature,
+        researched=tuple(dict.fromkeys(str(s.get("entity_name")) for s in snippets if s.get("entity_name"))),
     )
     return [
         CorrectionOption(
@@ -407,6 +419,21 @@ def _names(code: str) -> set[str]:
     return found
 
 
+def _as_import_error(tree: ast.AST, error: PythonError) -> PythonError:
+    """A library's own "`X` has been moved" raised by ``from m import X`` is an import error of ``m``."""
+    if error.kind == "import_name" or not error.name:
+        return error
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and any(alias.name == error.name for alias in node.names)
+            and (error.line is None or node.lineno <= error.line <= (node.end_lineno or node.lineno))
+        ):
+            return replace(error, kind="import_name", owner=node.module, owner_is_module=True)
+    return error
+
+
 def _owner_class(tree: ast.AST, names: dict[str, str], error: PythonError) -> str:
     """The dotted path of the class an ``'X' object has no attribute`` error is about."""
     types = local_types(tree, names)
@@ -448,6 +475,29 @@ def _callee(tree: ast.AST, names: dict[str, str], error: PythonError) -> str:
             if held is not None:
                 return f"{_class_path(held, error.owner.split('.')[0])}.{node.func.attr}"
     return error.owner
+
+
+def _module_of(failure: CodeFailure) -> str:
+    """The module the failure is about: the base when it is a module, else the module holding the class
+    or function (its path without the capitalised and final parts)."""
+    error = failure.error
+    if error is not None and error.owner_is_module and failure.base:
+        return failure.base
+    parts = (failure.base or failure.callee).split(".")
+    if failure.callee and not failure.base:
+        parts = parts[:-1]
+    while len(parts) > 1 and parts[-1][:1].isupper():
+        parts = parts[:-1]
+    return ".".join(parts) or failure.top
+
+
+def _provider_modules(failure: CodeFailure, error: PythonError) -> list[str]:
+    """Where a name that cannot be imported might come from now: where the error says it moved, and the
+    distributions the failing one depends on."""
+    if error.kind != "import_name":
+        return []
+    moved = [error.moved_to.replace("-", "_")] if error.moved_to else []
+    return list(dict.fromkeys([*moved, *failure.requires]))
 
 
 def _callee_entry(api: ApiIndex, callee: str, owner: str) -> Any:

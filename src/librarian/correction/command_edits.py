@@ -42,6 +42,7 @@ from librarian.correction.edits import Edit, apply_edits, compatible
 from librarian.correction.error_hints import CommandHints, command_hints
 from librarian.correction.helpdocs import CommandDoc, OptionDoc, command_doc
 from librarian.correction.matching import STRONG, WEAK, facets, score
+from librarian.correction.replacement import Replacement
 from librarian.correction.values import (
     ParsedCommand,
     RejectedOption,
@@ -140,9 +141,9 @@ class CommandEdits:
 def name_similarity(old: str, new: str) -> float:
     """How clearly two option or command names are related, 0..1.
 
-    Equal once separators are ignored (``--loglevel``, ``--log-level``): 1. Otherwise the share of
-    meaningful words they have in common (``--format`` is all of ``--output-format``'s meaning
-    words but one), or, for near-identical spellings, the character similarity.
+    Equal once separators are ignored (``--loglevel``, ``--log-level``): 1. Otherwise how much of
+    the old name's meaning words the new one keeps, and how few it adds (``--format`` is all of
+    ``--output-format`` but one word), or, for near-identical spellings, the character similarity.
 
     Example:
         >>> name_similarity("--loglevel", "--log-level")
@@ -160,8 +161,24 @@ def name_similarity(old: str, new: str) -> float:
     words = 0.0
     if wa and wb:
         shared = len(wa & wb)
-        words = 0.5 * shared / min(len(wa), len(wb)) + 0.5 * shared / len(wa | wb)
+        words = 0.5 * shared / len(wa) + 0.5 * shared / len(wa | wb)
     return max(words, ratio if ratio >= 0.8 else 0.6 * ratio)
+
+
+def keeps_meaning(old: str, new: str) -> bool:
+    """Whether ``new`` keeps most of ``old``'s meaning words (or is a near-identical spelling).
+
+    A rename keeps what the option was about; ``--screw-ie8`` and ``--ie`` share a word but not a
+    meaning, ``--clear-app-data`` and ``--reset-app-data`` do.
+    """
+    a, b = old.lstrip("-").lower(), new.lstrip("-").lower()
+    if (
+        re.sub(r"[-_.]", "", a) == re.sub(r"[-_.]", "", b)
+        or difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
+    ):
+        return True
+    wa, wb = set(_content_words(a)), set(_content_words(b))
+    return bool(wa) and len(wa & wb) / len(wa) >= 0.6
 
 
 # -- the scene ---------------------------------------------------------------------------------------
@@ -204,6 +221,7 @@ def _single_edits(scene: _Scene) -> Iterator[Edit]:
     yield from _template_edits(scene)
     yield from _required_subcommand_edits(scene)
     yield from _to_option_edits(scene)
+    yield from _required_option_edits(scene)
 
 
 def _readings(scene: _Scene, target: RejectedOption) -> list[tuple[int, tuple[str, ...]]]:
@@ -227,7 +245,7 @@ def _option_edits(scene: _Scene, target: RejectedOption) -> Iterator[Edit]:
         yield from _named_renames(scene, target, span, values)
         if page is not None:
             yield from _documented_renames(scene, page, target, span, values)
-            yield from _flag_to_value(page, target, span, values)
+            yield from _flag_to_value(scene, page, target, span, values)
             yield from _to_positional(scene, page, target, span, values)
         yield _drop(scene, target, span, values, page)
 
@@ -238,11 +256,9 @@ def _named_renames(
     """Renames the output names: "use --b instead (of --a)", "--a was renamed to --b", "did you mean"."""
     hints = scene.hints
     for replacement in hints.replacements:
-        named = replacement.old is not None and replacement.old.lstrip("-") == target.option.lstrip("-")
-        if replacement.old is not None and not named:
+        if not _replacement_for(scene, replacement, target):
             continue
-        if not named and len(hints.targets) > 1 and target.option not in replacement.text:
-            continue  # an unattributed suggestion belongs to the option its line names
+        named = replacement.old is not None
         suggestion = _is_suggestion(replacement.text)
         # Of several alternatives, the one closest to the rejected option is the likeliest meaning.
         alternatives = sorted(
@@ -250,6 +266,10 @@ def _named_renames(
         )
         for rank, new in enumerate(alternatives):
             words = new.split()
+            if words and not is_option(words[0]) and re.fullmatch(r"[A-Za-z][\w-]*", words[0]):
+                # "Option 'out' has been removed. Use 'outFile' instead": the tool names options bare.
+                dashes = target.option[: len(target.option) - len(target.option.lstrip("-"))]
+                words = [dashes + words[0], *words[1:]]
             if not words or not is_option(words[0]):
                 continue
             similarity = name_similarity(target.option, words[0].partition("=")[0])
@@ -286,7 +306,8 @@ def _documented_renames(
         if option.name in used or target.option in option.spellings:
             continue
         mentions = re.search(rf"(?<![\w-])(?:--?)?{re.escape(bare)}(?![\w-])", option.description or "")
-        similarity = max(name_similarity(target.option, spelling) for spelling in option.spellings)
+        kept = [s for s in option.spellings if keeps_meaning(target.option, s)]
+        similarity = max((name_similarity(target.option, spelling) for spelling in kept), default=0.0)
         if mentions and re.search(
             r"(?i)\b(?:replac|formerly|previously|renamed|instead|was\b|alias)", option.description
         ):
@@ -319,7 +340,7 @@ def _documented_renames(
 
 
 def _flag_to_value(
-    page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+    scene: _Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
 ) -> Iterator[Edit]:
     """The flag's meaning as a listed value of a documented option (``--a-b=on`` -> ``--b=a``).
 
@@ -345,7 +366,9 @@ def _flag_to_value(
             covered = len(wanted & (value_words | name_words)) / len(wanted)
             prior = 0.45 + 0.4 * covered
             token = f"{option.name}={value}" if option.name.startswith("--") else None
-            tokens = (token,) if token else (option.name, value)
+            tokens: tuple[str, ...] = (token,) if token else (option.name, value)
+            # "Requires `--preview`": an option that only works with another brings it along.
+            tokens += tuple(_co_required(option, page, used=set(scene.argv)))
             yield Edit(
                 "option_value",
                 span[0],
@@ -394,8 +417,14 @@ def _drop(
 ) -> Edit:
     hints = scene.hints
     ignored = any(r.index == target.index for r in hints.ignored)
-    if ignored or hints.default_now:
+    replaced = any(_replacement_for(scene, replacement, target) for replacement in hints.replacements)
+    if replaced:
+        # The output names what to use instead: dropping the option would lose what it asked for.
+        prior, why = 0.5, "the tool rejects it (though the output names a replacement)"
+    elif ignored or hints.default_now:
         prior, why = 0.8, "the output says it is ignored, has no effect or is the default now"
+    elif page is not None and not page.accepts(target.option) and not _replaced_in_docs(page, target.option):
+        prior, why = 0.66, "the documentation of the installed version no longer has it, nor anything like it"
     elif page is not None and not page.accepts(target.option):
         prior, why = 0.55, "the documentation of the installed version no longer has it"
     else:
@@ -528,6 +557,26 @@ def _subcommand_prior(scene: _Scene, doc: CommandDoc) -> tuple[float, str]:
     return prior, ", ".join(reasons)
 
 
+def _required_option_edits(scene: _Scene) -> Iterator[Edit]:
+    """A flag the output says is required (on its own, or by an option used) is added."""
+    page = scene.page
+    at = scene.program_length + len(scene.path)
+    for name in scene.hints.required_options:
+        documented = page is not None and page.accepts(name)
+        if page is not None and page.takes_value(name):
+            continue  # a value would have to come from somewhere: the positional moves cover that
+        yield Edit(
+            "add_option",
+            at,
+            at,
+            (name,),
+            0.85 if documented else 0.6,
+            f"the output says `{name}` is required" + (" and the docs document it" if documented else ""),
+            name,
+            {"source": "error"},
+        )
+
+
 def _to_option_edits(scene: _Scene) -> Iterator[Edit]:
     """A positional value becomes the required option of the usage that matches it best."""
     own = scene.own
@@ -647,6 +696,35 @@ def _with_values(words: Sequence[str], values: tuple[str, ...], page: CommandDoc
     if takes is False or _boolean(values):
         return tuple(words)
     return (words[0], *values)
+
+
+def _co_required(option: OptionDoc, page: CommandDoc, *, used: set[str]) -> list[str]:
+    """Flags ``option``'s description says it requires, that the page documents and the command lacks."""
+    found = []
+    for match in re.finditer(r"(?i)\brequires?\s+[`'\"]?(--?[A-Za-z][\w-]*)", option.description or ""):
+        name = match.group(1)
+        if name not in used and page.accepts(name) and page.takes_value(name) is not True:
+            found.append(name)
+    return found
+
+
+def _replacement_for(scene: _Scene, replacement: Replacement, target: RejectedOption) -> bool:
+    """Whether a replacement phrase is about ``target``: it names it, or it is the only target."""
+    if replacement.old is not None:
+        return replacement.old.lstrip("-") == target.option.lstrip("-")
+    # An unattributed suggestion belongs to the option its line names, or to the only one rejected.
+    return len(scene.hints.targets) <= 1 or target.option.lstrip("-") in replacement.text
+
+
+def _replaced_in_docs(page: CommandDoc, option: str) -> bool:
+    """Whether a documented option could be ``option``'s successor: a related name, or its description
+    names it."""
+    bare = re.escape(option.lstrip("-"))
+    return any(
+        any(keeps_meaning(option, spelling) for spelling in doc.spellings)
+        or re.search(rf"(?<![\w-])(?:--?)?{bare}(?![\w-])", doc.description or "") is not None
+        for doc in _distinct(page)
+    )
 
 
 def _dropped_values(values: tuple[str, ...], tokens: tuple[str, ...]) -> tuple[str, ...]:

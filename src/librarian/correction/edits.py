@@ -30,6 +30,7 @@ EditKind = Literal[
     "set_subcommand",
     "to_positional",
     "to_option",
+    "add_option",
 ]
 
 

@@ -35,11 +35,13 @@ _DRIFT_WORDS = re.compile(
     r"recogni[sz]ed|supported|allowed|known)|removed|deprecated|no longer|obsolete|ignored|ignoring|"
     r"has no effect|renamed|replaced)\b"
 )
-# "now the default", "by default", "has no effect", "is ignored": the option asked for nothing.
+# "now the default", "by default", "has no effect", "is ignored", "please remove it": the option
+# asked for nothing, or the tool says to drop it.
 _DEFAULT_NOW = re.compile(
     r"(?i)\b(?:(?:is|are)\s+(?:now\s+)?(?:the\s+)?default|now\s+(?:the\s+)?default|by\s+default|"
     r"(?:no\s+longer\s+has\s+any|has\s+no|no\s+longer\s+has\s+an?)\s+effect|"
-    r"(?:no\s+longer|not)\s+(?:needed|necessary|required)|always\s+(?:enabled|on)|ignored)\b"
+    r"(?:no\s+longer|not)\s+(?:needed|necessary|required)|always\s+(?:enabled|on)|ignored|"
+    r"please\s+remove\s+it|remove\s+it\s+from)\b"
 )
 # Plain words named as invalid: argparse "invalid choice: 'x'", clap "unrecognized subcommand 'x'",
 # cobra 'unknown command "x" for', click "No such command 'x'", "'x' is not a tool command".
@@ -61,6 +63,15 @@ _SUBCOMMAND_REQUIRED = re.compile(
     r"(?:sub)?command\s+is\s+required|has\s+been\s+removed\.?\s+use\b)"
 )
 _QUOTED = re.compile(r"[`'\"‘“]([^`'\"’”\n]+)[`'\"’”]")
+# "'--a' requires '--b'", "--a can only be used with --b", "the following arguments are required: --b",
+# "Missing option '--b'", "required arguments were not provided: --b"
+_REQUIRES = re.compile(
+    r"(?i)\b(?:requires?|needs?|can only be used (?:together )?with|must be used (?:together )?with|"
+    r"(?:the following )?(?:arguments?|options?) (?:are|is) required|"
+    r"missing (?:required )?(?:option|argument)s?|"
+    r"required (?:arguments?|options?) (?:were|was) not provided)\b[^\n]*"
+)
+_DASHED_NAME = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,8 @@ class CommandHints:
         templates: suggested command lines, as subcommand paths.
         default_now: the output says the behaviour asked for is the default now, or has no effect.
         subcommand_required: the output says a subcommand is needed (the bare form is gone).
+        required_options: options the output says are required (or that another one requires) and
+            the command line lacks.
     """
 
     rejected: tuple[RejectedOption, ...] = ()
@@ -97,7 +110,7 @@ class CommandHints:
     templates: tuple[CommandTemplate, ...] = ()
     default_now: bool = False
     subcommand_required: bool = False
-    notes: tuple[str, ...] = field(default=())
+    required_options: tuple[str, ...] = field(default=())
 
     @property
     def targets(self) -> tuple[RejectedOption, ...]:
@@ -125,6 +138,7 @@ def command_hints(output: str, argv: Sequence[str], program_length: int = 1) -> 
         templates=tuple(_templates(replacements, tokens, program_length)),
         default_now=bool(_DEFAULT_NOW.search(output)),
         subcommand_required=bool(_SUBCOMMAND_REQUIRED.search(output)),
+        required_options=tuple(_required_options(output, tokens)),
     )
 
 
@@ -141,6 +155,17 @@ def named_options(output: str, argv: Sequence[str]) -> list[RejectedOption]:
         if any(spelled.search(line) or bare.search(f" {line} ") for line in lines):
             found[index] = RejectedOption(name, index, (value,) if eq else (), bool(eq))
     return [found[i] for i in sorted(found)]
+
+
+def _required_options(output: str, argv: list[str]) -> list[str]:
+    """Options the output says are required that ``argv`` lacks, in the order named."""
+    used = {token.partition("=")[0] for token in argv if is_option(token)}
+    found: list[str] = []
+    for match in _REQUIRES.finditer(output):
+        for name in _DASHED_NAME.findall(match.group(0)):
+            if name not in used and name not in found:
+                found.append(name)
+    return found
 
 
 def _says_ignored(output: str, option: str) -> bool:

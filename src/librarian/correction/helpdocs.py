@@ -249,6 +249,12 @@ def _parse_form(text: str) -> SynopsisForm:
                 name = token.removesuffix("...").strip("<>")
                 positionals.append(Placeholder(name, not optional and group is None, repeatable))
             pending = []
+        elif kind == "word" and token != "or" and "[" in stack and not token.startswith("-"):
+            # A lowercase word in brackets is an argument too: "[files...]", "[path]".
+            repeatable = token.endswith("...") or text[match.end() : match.end() + 3] == "..."
+            if not skipping_alternative and not pending:
+                positionals.append(Placeholder(token.removesuffix("..."), False, repeatable))
+            pending = []
         else:  # "|", "...", or a plain word (the command itself, "or", "=")
             if kind == "word" and token == "or" and not stack:
                 skipping_alternative = True

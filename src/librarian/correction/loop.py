@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -346,7 +347,9 @@ class SelfCorrectingCorrector:
         self, subject: Any, kind: str, exit_code: int | None, stderr: str, stdout: str, succeeded: bool
     ) -> FailureClass:
         argv = list(subject) if kind == "command" else ["python"]
-        return classify_failure(argv, exit_code or 0, stderr, stdout, rules=self.rules, succeeded=succeeded)
+        # A run that "succeeded" with a non-zero expected code was failed for drift, not a warning.
+        warned = succeeded and not exit_code
+        return classify_failure(argv, exit_code or 0, stderr, stdout, rules=self.rules, succeeded=warned)
 
     def _stage(self, run: LoopRun, step: StepRecorder) -> bool:
         """Place the failure among the task's earlier corrections; ``False`` when it is not the loop's."""
@@ -715,6 +718,13 @@ class SelfCorrectingCorrector:
         return step
 
 
+def _warm_up(library: Librarian) -> None:
+    try:
+        library.warm_up()
+    except LibrarianError as exc:  # research will report the same problem when it is asked
+        logger.warning("could not warm up the documentation store: %s", exc.message)
+
+
 def _subject_key(attempt: Any) -> Any:
     return attempt.failed_code if attempt.kind == "code" else tuple(attempt.failed_argv)
 
@@ -735,6 +745,8 @@ def loop_correctors(settings: Settings | None = None) -> list[Corrector]:
     """
     settings = settings or Settings.load()
     library = Librarian(settings)
+    # The first research of a process would otherwise wait for the embedding model to load.
+    threading.Thread(target=_warm_up, args=(library,), name="librarian-warm-up", daemon=True).start()
     # The store and the runtime share settings.resolved_database_url: one connection pool serves both.
     corrector = SelfCorrectingCorrector.from_settings(settings, librarian=library, sessions=library.sessions)
     corrector._owned_librarian = library

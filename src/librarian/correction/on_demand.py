@@ -5,7 +5,9 @@ that tool at that version, the loop indexes it itself, in the task's own environ
 
 - a command-line tool: the sandboxed help walk (:func:`~librarian.ingest.sources.cli_help.walk_cli_help`)
   of the program the task runs, found on the task's ``PATH``;
-- a Python distribution: the package connector, introspecting it in the task's own interpreter.
+- a Python distribution: the package connector, introspecting it in the task's own interpreter --
+  only the modules the failure is about (and, for a name that cannot be imported, one level of
+  their submodules), since a whole scientific distribution has thousands of objects.
 
 Both are the connectors a person would run (``librarian ingest-cli --path``, ``librarian
 ingest-package --python``), so the source can be refreshed later like any other. A walk or an
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from librarian.app import Librarian
-from librarian.correction.tool_docs import indexed_tool
+from librarian.correction.tool_docs import documents, indexed_tool
 from librarian.errors import LibrarianError
 
 __all__ = ["DocsOnDemand", "OnDemand"]
@@ -114,9 +116,17 @@ class DocsOnDemand:
             ),
         )
 
-    def package(self, distribution: str, version: str | None, python: str) -> OnDemand:
-        """Make sure ``distribution`` at ``version`` is indexed; introspect it with ``python`` when not."""
-        found = self._found(distribution, version)
+    def package(
+        self,
+        distribution: str,
+        version: str | None,
+        python: str,
+        modules: Sequence[str] = (),
+        levels: int = 0,
+    ) -> OnDemand:
+        """Make sure ``modules`` of ``distribution`` at ``version`` are indexed; introspect them with
+        ``python`` (``levels`` of submodules below each) when they are not."""
+        found = self._found(distribution, version, modules)
         if found is not None:
             return found
         if not self.enabled:
@@ -125,12 +135,14 @@ class DocsOnDemand:
             )
         assert self.librarian is not None
         with self._lock(distribution, version):
-            found = self._found(distribution, version)
+            found = self._found(distribution, version, modules)
             if found is not None:
                 return found
             started = time.perf_counter()
             try:
-                report = self.librarian.ingest_package(distribution, sdk_name=distribution, python=python)
+                report = self.librarian.ingest_package(
+                    distribution, sdk_name=distribution, python=python, modules=tuple(modules), levels=levels
+                )
             except LibrarianError as exc:
                 logger.warning("on-demand introspection of %s failed: %s", distribution, exc.message)
                 return OnDemand(
@@ -144,17 +156,21 @@ class DocsOnDemand:
             True,
             seconds,
             summary=(
-                f"indexed the installed API of {distribution} ({report.files_seen} objects, "
-                f"{report.chunks_written} chunks) in {seconds:.1f} s"
+                f"indexed the installed API of {distribution}"
+                + (f" ({', '.join(modules)})" if modules else "")
+                + f": {report.files_seen} objects, {report.chunks_written} chunks in {seconds:.1f} s"
             ),
         )
 
-    def _found(self, tool: str, version: str | None) -> OnDemand | None:
-        """The indexed docs when they cover ``version`` (any version when it is unknown)."""
+    def _found(self, tool: str, version: str | None, entities: Sequence[str] = ()) -> OnDemand | None:
+        """The indexed docs when they cover ``version`` (any version when it is unknown) and document
+        each of ``entities``."""
         if self.librarian is None:
             return OnDemand(tool, version, False, summary="no documentation store is configured")
         indexed = indexed_tool(self.librarian, tool, version)
         if indexed is None or (version is not None and not indexed.exact):
+            return None
+        if entities and not documents(self.librarian, indexed.sdk_name, indexed.version, entities):
             return None
         return OnDemand(
             indexed.sdk_name,

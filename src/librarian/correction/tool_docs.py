@@ -12,6 +12,7 @@ pages into the tool's command tree).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from librarian.research.sdks import indexed_sdks, resolve_sdk
 from librarian.research.versions import resolve_version
 from librarian.storage.models import Chunk, Document, DocumentVersion, Source
 
-__all__ = ["DocPage", "IndexedTool", "indexed_tool", "load_pages"]
+__all__ = ["DocPage", "IndexedTool", "documents", "indexed_tool", "load_pages"]
 
 _PAGE_LIMIT = 5000
 
@@ -119,3 +120,14 @@ def load_pages(
         )
         for entity, url, sdk_version, text, attributes, path in rows
     ]
+
+
+def documents(librarian: Librarian, sdk_name: str, version: str | None, entities: Sequence[str]) -> bool:
+    """Whether the store documents every one of ``entities`` (entity names) of the SDK at ``version``."""
+    wanted = set(entities)
+    query = select(Chunk.entity_name).where(
+        Chunk.sdk_name == sdk_name, Chunk.entity_name.in_(wanted), Chunk.sdk_version == version
+    )
+    with librarian.sessions() as session:
+        found = set(session.scalars(query.distinct()))
+    return wanted <= found

@@ -214,7 +214,9 @@ class WarningCheck:
 
     The evaluator calls it on every successful command and code task: a tool that exits 0 after
     saying it ignored a flag did not do what the task asked, so the task counts as failed (and the
-    self-correcting loop gets to fix the command).
+    self-correcting loop gets to fix the command). A task whose expected exit code is not 0 (a
+    linter that reports findings with 1) cannot tell "ran and found something" from "refused its
+    arguments" by the code, so for it every correctable drift rule is looked for.
 
     Example:
         >>> check = WarningCheck(default_trigger_rules())
@@ -226,10 +228,24 @@ class WarningCheck:
 
     def __init__(self, rules: Sequence[TriggerRule]) -> None:
         self.rules = [rule for rule in rules if rule.enabled and rule.on_success and rule.patterns]
+        self.drift = [rule for rule in rules if rule.enabled and rule.correctable and rule.patterns]
 
-    def __call__(self, argv: Sequence[str] | str, stderr: str, stdout: str) -> FailureClass | None:
-        """The class of the first ``on_success`` rule that matches, or ``None``."""
-        if not self.rules or not (stderr or stdout):
+    def __call__(
+        self, argv: Sequence[str] | str, stderr: str, stdout: str, exit_code: int = 0
+    ) -> FailureClass | None:
+        """The class of the first rule that makes this success a failure, or ``None``.
+
+        Args:
+            argv: the command; stderr, stdout: its output.
+            exit_code: the exit code it ended with (the one the task expects).
+        """
+        if not (stderr or stdout):
+            return None
+        if exit_code != 0:
+            found = classify_failure(argv, exit_code, stderr, stdout, rules=self.drift)
+            if found.rule_id is not None and found.correctable:
+                return found
+        if not self.rules:
             return None
         found = classify_failure(argv, 0, stderr, stdout, rules=self.rules, succeeded=True)
         return found if found.rule_id is not None else None

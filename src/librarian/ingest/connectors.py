@@ -24,9 +24,20 @@ def openapi_listing(location: str, *, allow_private: bool = False) -> tuple[str 
     return version, provenance, SourceListing(root=Path("."), files=[], problems=[], documents=documents)
 
 
-def package_listing(distribution: str, *, python: str | None = None) -> tuple[str, SourceListing]:
-    """The public API of an installed distribution: ``(installed version, listing)``."""
-    result = introspect_distribution(distribution, python=python or sys.executable)
+def package_listing(
+    distribution: str,
+    *,
+    python: str | None = None,
+    modules: Sequence[str] = (),
+    levels: int | None = None,
+) -> tuple[str, SourceListing]:
+    """The public API of an installed distribution: ``(installed version, listing)``.
+
+    ``modules`` limits the walk to those modules (and ``levels`` of submodules below each).
+    """
+    result = introspect_distribution(
+        distribution, python=python or sys.executable, modules=list(modules) or None, levels=levels
+    )
     return result.version, SourceListing(
         root=Path("."), files=[], problems=list(result.problems), documents=package_documents(result)
     )

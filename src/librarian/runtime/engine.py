@@ -52,7 +52,8 @@ class Runtime:
         correctors: correction strategies; default: :func:`default_correctors`.
         broker: a broker to use instead of the one ``settings.broker_url`` names; passing one makes
             the runtime embedded-style (it runs the workers itself).
-        corrector_timeout_seconds: how long one corrector may take before it counts as rejected.
+        corrector_timeout_seconds: how long one corrector may take before it counts as rejected
+            (default: ``settings.runtime_corrector_timeout_seconds``).
     """
 
     def __init__(
@@ -61,7 +62,7 @@ class Runtime:
         *,
         correctors: Iterable[Corrector] | None = None,
         broker: Broker | None = None,
-        corrector_timeout_seconds: float = 300.0,
+        corrector_timeout_seconds: float | None = None,
     ) -> None:
         self.settings = settings
         settings.home.mkdir(parents=True, exist_ok=True)
@@ -70,7 +71,11 @@ class Runtime:
         self.engine, self.sessions = open_database(settings.resolved_database_url)
         self.correctors = CorrectorRegistry(default_correctors() if correctors is None else correctors)
         self.embedded = broker is not None or not settings.broker_url
-        self.corrector_timeout_seconds = corrector_timeout_seconds
+        self.corrector_timeout_seconds = (
+            settings.runtime_corrector_timeout_seconds
+            if corrector_timeout_seconds is None
+            else corrector_timeout_seconds
+        )
         self._broker = broker
         self._workers: WorkerGroup | None = None
         self._lock = threading.Lock()

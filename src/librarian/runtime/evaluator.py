@@ -19,7 +19,9 @@ An unknown key fails validation rather than passing silently, so a misspelt chec
 ("Ignored unknown option --x", "flags were used and ignored") did not do what it said. With a
 *warning check* (the trigger rules marked ``on_success``, :class:`librarian.correction.triggers.WarningCheck`,
 which the workers pass in), such a run is judged failed with ``error_type="IgnoredWarning"``, so the
-self-correcting loop gets to fix the command; ``expect.allow_warnings: true`` opts a task out.
+self-correcting loop gets to fix the command; ``expect.allow_warnings: true`` opts a task out. A task
+that expects a non-zero exit code (a linter reporting findings) is also failed when its output says
+its arguments were rejected (an unknown option, a removed command), since the code cannot say.
 
 Rewards come from :class:`Rewards` (built from ``Settings.runtime_reward_*``): success, success after
 at least one retry, output that fails validation, and failure plus a per-retry amount.
@@ -98,8 +100,8 @@ class WarningHit(Protocol):
     def matched_text(self) -> str: ...
 
 
-WarningCheck = Callable[[Sequence[str], str, str], WarningHit | None]
-"""``check(argv, stderr, stdout)``: the warning a successful run printed that makes it a failure."""
+WarningCheck = Callable[[Sequence[str], str, str, int], WarningHit | None]
+"""``check(argv, stderr, stdout, exit_code)``: what a successful run printed that makes it a failure."""
 
 Validator = Callable[[Mapping[str, Any], ExecutionResult], Validation]
 _PASSED = Validation(True, "output meets the expectations")
@@ -197,7 +199,8 @@ def _warning(task: TaskSpec, result: ExecutionResult, check: WarningCheck | None
     stdout, stderr = str(output.get("stdout", "")), str(output.get("stderr", ""))
     argv = task.payload.get("argv")
     program = [str(item) for item in argv] if isinstance(argv, list) and argv else [task.executor_type]
-    hit = check(program, stderr, stdout)
+    code = output.get("exit_code")
+    hit = check(program, stderr, stdout, code if isinstance(code, int) else 0)
     if hit is None:
         return None
     return {

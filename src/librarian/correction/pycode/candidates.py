@@ -34,7 +34,16 @@ from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError
 from librarian.correction.pycode.source import imports, qualified
 
-__all__ = ["CodeCandidate", "CodeScene", "code_candidates", "members_of", "related", "signature_parameters"]
+__all__ = [
+    "CodeCandidate",
+    "CodeScene",
+    "abbreviates",
+    "code_candidates",
+    "keyword_only_parameters",
+    "members_of",
+    "related",
+    "signature_parameters",
+]
 
 _CAP = 0.95
 _CONFIRMED = 1.08
@@ -78,6 +87,14 @@ class CodeScene:
     parameters: tuple[str, ...] = ()
     callee_doc: str = ""
     providers: tuple[str, ...] = ()
+    signature: str | None = None
+    researched: tuple[str, ...] = ()
+
+    def research_bonus(self, path: str) -> float:
+        """A little more for what research ranked high for the task's words (breaks near ties)."""
+        if path not in self.researched:
+            return 0.0
+        return 0.06 / (1 + self.researched.index(path))
 
 
 def related(old: str, new: str) -> float:
@@ -96,11 +113,47 @@ def related(old: str, new: str) -> float:
     shorter, longer = sorted((a.replace("_", ""), b.replace("_", "")), key=len)
     contained = len(shorter) >= 3 and (longer.startswith(shorter) or longer.endswith(shorter))
     ratio = difflib.SequenceMatcher(None, a, b).ratio()
+    abbreviated = abbreviates(a, b) or abbreviates(b, a)
     return max(
         0.85 if contained else 0.0,
+        0.8 if abbreviated else 0.0,
         similarity if similarity < 1.0 else 0.95,
         0.9 * ratio if ratio >= 0.8 else 0.0,
     )
+
+
+def abbreviates(short: str, long: str) -> bool:
+    """Whether ``short`` abbreviates ``long`` word by word: each word of ``long`` (split on ``_``)
+    contributes a piece of ``short`` that starts with its first letter and keeps its letters in order.
+
+    Example:
+        >>> abbreviates("cumtrapz", "cumulative_trapezoid"), abbreviates("trapz", "trapezoid")
+        (True, True)
+        >>> abbreviates("msort", "sort"), abbreviates("prod", "product_sum")
+        (False, False)
+    """
+    words = [w for w in long.split("_") if w]
+    if len(short) < 4 or not words or len(short) >= len(long.replace("_", "")) or "_" in short:
+        return False
+
+    def fits(rest: str, index: int) -> bool:
+        if index == len(words):
+            return not rest
+        word = words[index]
+        if not rest or rest[0] != word[0]:
+            return False
+        # The longest piece first: a piece is a subsequence of its word, starting where it starts.
+        for end in range(len(rest), 0, -1):
+            if _subsequence(rest[:end], word) and fits(rest[end:], index + 1):
+                return True
+        return False
+
+    return fits(short, 0)
+
+
+def _subsequence(piece: str, word: str) -> bool:
+    letters = iter(word)
+    return all(char in letters for char in piece)
 
 
 def code_candidates(scene: CodeScene, *, limit: int = 6) -> list[CodeCandidate]:
@@ -138,6 +191,10 @@ def _edits(scene: CodeScene) -> Iterator[_Edit]:
         yield from _import_edits(scene)
     elif kind == "keyword":
         yield from _keyword_edits(scene)
+    elif kind == "missing_argument":
+        yield from _missing_argument_edits(scene)
+    elif kind == "positional":
+        yield from _positional_edits(scene)
 
 
 def _attribute_edits(scene: CodeScene) -> Iterator[_Edit]:
@@ -157,11 +214,12 @@ def _attribute_edits(scene: CodeScene) -> Iterator[_Edit]:
             f"Python suggests `{suggestion}` for `{old}` (a spelling match).",
             suggestion in scene.members,
         )
+    sibling = _only_sibling(old, scene.members)
     for member, doc in scene.members.items():
         if member == old:
             continue
         mentions = _mentions(doc, old)
-        score = max(related(old, member), 0.9 if mentions else 0.0)
+        score = max(related(old, member), 0.9 if mentions else 0.0, 0.7 if member == sibling else 0.0)
         if score < 0.5:
             continue
         why = (
@@ -171,7 +229,7 @@ def _attribute_edits(scene: CodeScene) -> Iterator[_Edit]:
         )
         yield (
             {"op": "rename_attribute", **where, "old": old, "new": member},
-            0.45 + 0.4 * score,
+            0.45 + 0.4 * score + scene.research_bonus(f"{scene.base}.{member}"),
             f"`{old}` is gone from `{scene.base}`; {why}.",
             True,
         )
@@ -255,8 +313,11 @@ def _import_edits(scene: CodeScene) -> Iterator[_Edit]:
             f"`{provider}`, which `{top}` depends on, provides `{name}`.",
             True,
         )
+    sibling = _only_sibling(name, scene.members)
     for member, doc in scene.members.items():
-        score = max(related(name, member), 0.9 if _mentions(doc, name) else 0.0)
+        score = max(
+            related(name, member), 0.9 if _mentions(doc, name) else 0.0, 0.7 if member == sibling else 0.0
+        )
         if score >= 0.5:
             yield (
                 {"op": "rename_attribute", "base": module, "old": name, "new": member},
@@ -304,6 +365,42 @@ def _keyword_edits(scene: CodeScene) -> Iterator[_Edit]:
     )
 
 
+def _missing_argument_edits(scene: CodeScene) -> Iterator[_Edit]:
+    """A required parameter named after something its module exports (``Loader`` -> ``yaml.Loader``)."""
+    name, callee = scene.error.name, scene.callee
+    module = callee.rpartition(".")[0]
+    spelled = _module_spelling(scene.code, callee)
+    if not module or spelled is None:
+        return
+    exported = members_of(module, scene.api, scene.probe)
+    for member in exported:
+        exact = member == name
+        if not exact and not (member.endswith(name) and member[: -len(name)][:1].isupper()):
+            continue
+        yield (
+            {"op": "add_keyword", "callee": callee, "name": name, "value": f"{spelled}.{member}"},
+            0.78 if exact else 0.6,
+            f"`{callee}` now requires `{name}`; `{module}` exports `{member}`, which it is named after.",
+            True,
+        )
+
+
+def _positional_edits(scene: CodeScene) -> Iterator[_Edit]:
+    """Positional arguments beyond what the signature takes become its keyword-only parameters, in order."""
+    callee = scene.callee
+    keep = int(scene.error.name) if scene.error.name.isdigit() else None
+    names = keyword_only_parameters(scene.signature)
+    if not callee or keep is None or not names:
+        return
+    yield (
+        {"op": "positional_to_keyword", "callee": callee, "keep": keep, "names": names},
+        0.8,
+        f"`{callee}` takes {keep} positional argument(s) now; the next ones are its keyword-only "
+        f"parameters {', '.join(names)}.",
+        True,
+    )
+
+
 def _keyword_to_value(callee: str, old: str, param: str, description: str) -> Iterator[_Edit]:
     """``old=True`` as a listed value of ``param`` whose words the old keyword shares."""
     wanted = {
@@ -325,12 +422,41 @@ def _keyword_to_value(callee: str, old: str, param: str, description: str) -> It
 # -- helpers -----------------------------------------------------------------------------------------
 
 
+def _only_sibling(name: str, members: dict[str, str]) -> str | None:
+    """The one member sharing ``name``'s first word (``soft_unicode``: ``soft_str``), if just one does."""
+    head = name.split("_")[0]
+    if "_" not in name or len(head) < 3:
+        return None
+    siblings = [m for m in members if m != name and m.split("_")[0] == head and "_" in m]
+    return siblings[0] if len(siblings) == 1 else None
+
+
 def _is_module(scene: CodeScene) -> bool:
     return scene.error.owner_is_module
 
 
+_SUCCESSION = re.compile(
+    r"(?i)\b(?:replac\w*|renamed|formerly|previously|deprecated|instead|alias\w*|was called|supersed\w*|"
+    r"in favou?r of|removed)\b"
+)
+
+
 def _mentions(doc: str, name: str) -> bool:
-    return bool(doc) and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", doc) is not None
+    """Whether a docstring refers to ``name`` as code: quoted, called, or beside words of succession.
+
+    A plain English word in prose ("the product of the elements") is not a reference to a removed
+    ``product``; "Replaces ``contextfunction``" and "Previously was line_terminator" are.
+    """
+    if not doc:
+        return False
+    escaped = re.escape(name)
+    if re.search(rf"[`'\"]{escaped}[`'\"]|(?<![\w])\.?{escaped}\(|``{escaped}``", doc):
+        return True
+    for match in re.finditer(rf"(?<![\w.]){escaped}(?!\w)", doc):
+        around = doc[max(0, match.start() - 60) : match.end() + 60]
+        if _SUCCESSION.search(around):
+            return True
+    return False
 
 
 def _parse(code: str) -> ast.AST:
@@ -396,6 +522,39 @@ def members_of(base: str, api: ApiIndex, probe: Probe) -> dict[str, str]:
     for name in probe.members.get(base) or []:
         found.setdefault(name, "")
     return found
+
+
+def _module_spelling(code: str, callee: str) -> str | None:
+    """How the code spells the module of ``callee`` in its call (``yaml`` in ``yaml.load(...)``)."""
+    tree = _parse(code)
+    names = imports(tree)
+    last = callee.rsplit(".", 1)[-1]
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == last
+            and qualified(node.func, names) == callee
+        ):
+            return ast.unparse(node.func.value)
+    return None
+
+
+def keyword_only_parameters(signature: str | None) -> list[str]:
+    """The keyword-only parameter names of a signature's text (``(y, *, x=None)`` -> ``['x']``)."""
+    function = _signature_function(signature)
+    return [argument.arg for argument in function.args.kwonlyargs] if function is not None else []
+
+
+def _signature_function(signature: str | None) -> ast.FunctionDef | None:
+    if not signature:
+        return None
+    try:
+        tree = ast.parse(f"def f{signature.split('->')[0].strip()}: pass")
+    except SyntaxError:
+        return None
+    function = tree.body[0]
+    return function if isinstance(function, ast.FunctionDef) else None
 
 
 def signature_parameters(signature: str | None) -> tuple[str, ...]:

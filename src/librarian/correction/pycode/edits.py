@@ -13,7 +13,10 @@ API name, and a string or comment that happens to contain the name is never touc
   ``new_module`` (the statement is split when it imports other names too);
 - ``rename_keyword``: ``{callee, old, new, value?}`` -- in calls of ``callee``, the keyword argument
   ``old`` becomes ``new`` (with ``value`` instead of its value, when given);
-- ``drop_keyword``: ``{callee, name}`` -- the keyword argument goes.
+- ``drop_keyword``: ``{callee, name}`` -- the keyword argument goes;
+- ``add_keyword``: ``{callee, name, value}`` -- calls of ``callee`` that lack it get ``name=value``;
+- ``positional_to_keyword``: ``{callee, keep, names}`` -- positional arguments after the first
+  ``keep`` become the keyword arguments ``names``, in order.
 
 Example:
     >>> code = "import numpy as np\\nprint(np.product([2, 3]))  # np.product here stays\\n"
@@ -78,6 +81,11 @@ def describe(edit: Mapping[str, Any]) -> str:
         return f"`{edit.get('callee')}({edit.get('old')}=...)` -> `{edit.get('new')}{value}`"
     if op == "drop_keyword":
         return f"drop `{edit.get('name')}=` from `{edit.get('callee')}(...)`"
+    if op == "add_keyword":
+        return f"`{edit.get('callee')}(..., {edit.get('name')}={edit.get('value')})`"
+    if op == "positional_to_keyword":
+        names = ", ".join(f"{n}=" for n in edit.get("names") or [])
+        return f"`{edit.get('callee')}(...)`: positional arguments after {edit.get('keep')} as {names}"
     return str(op)
 
 
@@ -98,6 +106,8 @@ def _splices(source: str, tree: ast.AST, edit: Mapping[str, Any]) -> list[_Splic
         return _move_import(tree, lines, edit)
     if op in ("rename_keyword", "drop_keyword"):
         return _keywords(tree, lines, names, edit)
+    if op in ("add_keyword", "positional_to_keyword"):
+        return _rebuilt_calls(tree, lines, names, edit)
     return []
 
 
@@ -200,6 +210,35 @@ def _keywords(
                 trimmed = copy.copy(node)
                 trimmed.keywords = [k for k in node.keywords if k.arg != wanted]
                 splices.append(_Splice(*_span(lines, node), ast.unparse(trimmed)))
+    return splices
+
+
+def _rebuilt_calls(
+    tree: ast.AST, lines: list[str], names: dict[str, str], edit: Mapping[str, Any]
+) -> list[_Splice]:
+    """Calls of ``callee`` rebuilt with a keyword added, or positional arguments turned into keywords."""
+    callee = str(edit.get("callee") or "")
+    splices = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not _calls(node, callee, names):
+            continue
+        call = copy.copy(node)
+        if edit.get("op") == "add_keyword":
+            name = str(edit["name"])
+            if any(k.arg == name for k in node.keywords):
+                continue
+            value = ast.parse(str(edit["value"]), mode="eval").body
+            call.keywords = [*node.keywords, ast.keyword(arg=name, value=value)]
+        else:
+            keep = int(edit.get("keep") or 0)
+            extra = node.args[keep:]
+            wanted = [str(n) for n in edit.get("names") or []]
+            if not extra or len(extra) > len(wanted) or any(isinstance(a, ast.Starred) for a in extra):
+                continue
+            call.args = node.args[:keep]
+            moved = [ast.keyword(arg=name, value=value) for name, value in zip(wanted, extra, strict=False)]
+            call.keywords = [*moved, *node.keywords]
+        splices.append(_Splice(*_span(lines, node), ast.unparse(call)))
     return splices
 
 

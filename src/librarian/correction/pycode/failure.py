@@ -32,7 +32,9 @@ from typing import Literal
 
 __all__ = ["ErrorKind", "PythonError", "parse_python_error"]
 
-ErrorKind = Literal["attribute", "import_name", "module", "keyword", "missing_argument", "other"]
+ErrorKind = Literal[
+    "attribute", "import_name", "module", "keyword", "missing_argument", "positional", "other"
+]
 
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$', re.MULTILINE)
@@ -49,10 +51,14 @@ _KEYWORD = re.compile(r"(?P<owner>[\w.]+)\(\) got an unexpected keyword argument
 _MISSING = re.compile(
     r"(?P<owner>[\w.]+)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: '(?P<name>\w+)'"
 )
+# "f() takes 1 positional argument but 2 were given": ``name`` holds how many it takes.
+_POSITIONAL = re.compile(
+    r"(?P<owner>[\w.]+)\(\) takes (?:from \d+ to )?(?P<name>\d+) positional arguments? "
+    r"but \d+ (?:were|was) given"
+)
 # A library's own words: "`np.name` was removed ...", "`name` is removed".
 _LIBRARY_NAMED = re.compile(r"^`(?P<name>[\w.]+)`\s+(?:was|is|has been)\s+(?:removed|deprecated|moved)")
 _DID_YOU_MEAN = re.compile(r"Did you mean:? '(?P<name>[\w.]+)'\??")
-_CODE_QUOTED = r"`([^`\n]+)`|'([\w.]+)'|\"([\w.]+)\"|\b([A-Za-z_][\w.]*\(?\)?)"
 _USE_INSTEAD = re.compile(
     r"(?i)\buse\s+(?:`(?P<a>[^`\n]+)`|'(?P<b>[\w.()]+)'|\"(?P<c>[\w.()]+)\"|(?P<d>\.?[A-Za-z_][\w.]*(?:\(\))?))"
     r"(?P<rest>[^.\n]{0,40})"
@@ -72,7 +78,8 @@ class PythonError:
     Attributes:
         error_type: the exception's class name (``AttributeError``).
         message: the exception's message (its first lines).
-        kind: ``attribute``, ``import_name``, ``module``, ``keyword``, ``missing_argument`` or ``other``.
+        kind: ``attribute``, ``import_name``, ``module``, ``keyword``, ``missing_argument``,
+            ``positional`` (too many positional arguments; ``name`` is how many it takes) or ``other``.
         owner: what the name belongs to: a module (``numpy``), a class (``DataFrame``), a function
             (``emojize``), or the module an import was from.
         name: the name the error is about (an attribute, an imported name, a keyword argument).
@@ -146,6 +153,7 @@ _SHAPES: tuple[tuple[re.Pattern[str], ErrorKind, bool], ...] = (
     (_IMPORT_NAME, "import_name", True),
     (_KEYWORD, "keyword", False),
     (_MISSING, "missing_argument", False),
+    (_POSITIONAL, "positional", False),
 )
 
 

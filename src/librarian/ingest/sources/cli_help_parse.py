@@ -460,9 +460,12 @@ def _parse_options(lines: list[str], group: str, typeset: bool) -> list[CliOptio
         starts_option = bool(_OPTION_START.match(line.lstrip()))
         new_entry = starts_option and (
             (indent == base and (previous_blank or not flush))
-            # clap aligns long-only options deeper than "-h, --help", always after a blank line.
+            # clap aligns long-only options deeper than "-h, --help": after a blank line, or (its long
+            # help, with descriptions on their own deeper lines) shallower than the description.
             or (
-                base < indent <= base + 6 and previous_blank and (body_indent is None or indent < body_indent)
+                base < indent <= base + 6
+                and (body_indent is None or indent < body_indent)
+                and (previous_blank or body_indent is not None)
             )
         )
         if new_entry:
@@ -550,14 +553,19 @@ def _synopsis_options(synopsis: str) -> list[CliOption]:
 
 def _parse_entries(lines: list[str]) -> list[tuple[str, str]]:
     # Option lines are left out: pip prints " -V, --version" one column left of its commands.
+    # A heading inside the block ("Examples:", as click prints a no-rewrap paragraph) is no entry.
     indents = [
         _indent(ln)
         for ln in lines
-        if ln[:1].isspace() and ln.strip() and not _OPTION_START.match(ln.lstrip())
+        if ln[:1].isspace()
+        and ln.strip()
+        and not _OPTION_START.match(ln.lstrip())
+        and not ln.rstrip().endswith(":")
     ]
     if not indents:
         return []
-    base = min(indents)
+    # The indentation most entries share, not the smallest: one stray line must not hide them.
+    base = max(sorted(set(indents)), key=indents.count)
     entries: list[tuple[str, str]] = []
     for line in lines:
         if _indent(line) != base or not line.strip() or _OPTION_START.match(line.lstrip()):

@@ -149,7 +149,7 @@ def document_members(module, name, roots):
         if kind and public:
             document(value, name + "." + attr, attr, kind, value, None, 0, name)
 
-def walk(name, roots):
+def walk(name, roots, level=0):
     emit("module", path=name)
     try:
         module = importlib.import_module(name)
@@ -158,10 +158,10 @@ def walk(name, roots):
         return
     document(module, name, name.rpartition(".")[2], "module", module, None, 0, name)
     document_members(module, name, roots)
-    if hasattr(module, "__path__") and name.count(".") < CONFIG["max_depth"]:
+    if hasattr(module, "__path__") and name.count(".") < CONFIG["max_depth"] and level < CONFIG["levels"]:
         for child in sorted(info.name for info in pkgutil.iter_modules(module.__path__)):
             if not child.startswith("_") and not is_test(child):
-                walk(name + "." + child, roots)
+                walk(name + "." + child, roots, level + 1)
 
 def top_level(dist):
     # What packages_distributions() infers, restricted to one distribution (and Python 3.8-safe).
@@ -296,6 +296,7 @@ def introspect_distribution(
     paths: Sequence[str] = (),
     doc_chars: int = _DOC_CHARS,
     max_output_bytes: int = _MAX_OUTPUT_BYTES,
+    levels: int | None = None,
 ) -> PackageIntrospection:
     """Import ``dist`` in a child interpreter and describe its public API.
 
@@ -315,6 +316,8 @@ def introspect_distribution(
             directory; the entries of ``PYTHONPATH``, when set, follow them.
         doc_chars: docstrings longer than this are cut.
         max_output_bytes: cap on the child's output; beyond it the child is killed.
+        levels: how many levels of submodules below each walked module are walked (0: the
+            modules themselves only, with their classes and functions; ``None``: all).
 
     Returns:
         The version read with ``importlib.metadata`` in the child, the objects in walk order and
@@ -331,8 +334,10 @@ def introspect_distribution(
         >>> get.kind, get.parent, get.aliases
         ('method', 'requests.Session', ('requests.sessions.Session.get',))
     """
-    if timeout <= 0 or max_objects < 1 or doc_chars < 1 or max_output_bytes < 1:
-        raise InvalidInputError("timeout, max_objects, doc_chars and max_output_bytes must be positive")
+    if timeout <= 0 or max_objects < 1 or doc_chars < 1 or max_output_bytes < 1 or (levels or 0) < 0:
+        raise InvalidInputError(
+            "timeout, max_objects, doc_chars and max_output_bytes must be positive, levels not negative"
+        )
     interpreter = shutil.which(python)
     if interpreter is None:
         raise NotFoundError(f"Python interpreter {python!r} not found", hint="pass an executable path")
@@ -341,6 +346,7 @@ def introspect_distribution(
     search_path = [*paths, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     config = dict(dist=dist, modules=list(modules or []), paths=search_path, doc_chars=doc_chars)
     config |= dict(max_objects=max_objects, max_depth=_MAX_MODULE_DEPTH)
+    config |= dict(levels=_MAX_MODULE_DEPTH if levels is None else levels)
     argv = [interpreter, "-I", "-B", "-c", _CHILD, json.dumps(config)]
     run = _run_child(argv, env, timeout, max_output_bytes)
     return _assemble(dist, interpreter, run, timeout, max_objects, doc_chars)

@@ -1,0 +1,214 @@
+"""``python -m bench.drift``: real API drift, corrected by the self-correcting loop, measured.
+
+Every case (``bench/drift/cases/*.yaml``) runs through ``librarian workflow run`` twice in one fresh
+data directory, offline (no LLM), with no question asked of a user:
+
+1. the first run meets the drift; the loop detects the version in the task's environment, indexes the
+   tool's help or the package's API on demand, researches, corrects (in a chain when the correction
+   meets a second drift) and learns the fix once the task's check passes;
+2. the second run meets the same drift and should be fixed from the learned fix, with no research.
+
+Reported per case and in total: fixed on the first run (the case's own check on the real result, not
+the exit code), fixed again on the second run with zero research calls, the correction time (the
+failure recorded to the corrected retry scheduled, documentation indexing left out), the indexing
+time, and the strategy that won.
+
+    .venv/bin/python -m bench.drift                     # every case
+    .venv/bin/python -m bench.drift --verify            # check the cases themselves (old/new/fixed)
+    .venv/bin/python -m bench.drift --case ruff-bare-path --case numpy-product-removed
+    .venv/bin/python -m bench.drift --json drift.json --markdown drift.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.drift.cases import DriftCase, load_cases
+from bench.drift.envs import default_cache, ensure_environment
+from bench.drift.run import WorkflowRun, check_result, run_direct, run_workflow
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--case", action="append", default=[], help="run only this case (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="only the cases marked quick (the test suite's)")
+    parser.add_argument("--verify", action="store_true", help="verify the cases instead of running the loop")
+    parser.add_argument("--data", type=Path, help="data directory (default: a new temporary one)")
+    parser.add_argument("--envs", type=Path, default=default_cache(), help="where environments are cached")
+    parser.add_argument("--json", type=Path, help="write every measurement here")
+    parser.add_argument("--markdown", type=Path, help="write the table here too")
+    args = parser.parse_args()
+    cases = load_cases(args.case or None)
+    if args.quick:
+        cases = [case for case in cases if case.quick]
+    if args.verify:
+        return verify(cases, args.envs)
+    data = args.data or Path(tempfile.mkdtemp(prefix="librarian-drift-"))
+    print(f"data directory {data}, environments {args.envs}, {len(cases)} case(s)", file=sys.stderr)
+    rows = []
+    for case in cases:
+        rows.append(measure(case, data, args.envs))
+        first, second = rows[-1]["runs"]
+        print(
+            f"{case.id}: first {'FIXED' if first['fixed'] else 'not fixed'} ({first['strategy']}), "
+            f"second {'FIXED' if second['fixed'] else 'not fixed'} "
+            f"with {second['research_calls']} research call(s)",
+            file=sys.stderr,
+        )
+    summary = summarize(rows)
+    table = markdown(rows, summary)
+    print(table)
+    if args.markdown:
+        args.markdown.write_text(table + "\n", encoding="utf-8")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"summary": summary, "cases": rows}, indent=2) + "\n", encoding="utf-8"
+        )
+    return 0
+
+
+def measure(case: DriftCase, data: Path, envs: Path) -> dict[str, Any]:
+    """Both runs of one case."""
+    started = time.perf_counter()
+    environment = ensure_environment(case.environment.manager, case.environment.install, envs)
+    build = time.perf_counter() - started
+    with services_for(case, data) as services:
+        runs: list[WorkflowRun] = [
+            run_workflow(case, environment, services, data=data, run_number=number) for number in (1, 2)
+        ]
+    return {
+        "id": case.id,
+        "tool": case.tool,
+        "category": case.category,
+        "install": case.environment.install,
+        "environment_seconds": round(build, 1),
+        "runs": [run.to_dict() for run in runs],
+    }
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The totals the goals are about."""
+    firsts = [row["runs"][0] for row in rows]
+    fixed = [row for row in rows if row["runs"][0]["fixed"]]
+    again = [row for row in fixed if row["runs"][1]["fixed"] and row["runs"][1]["research_calls"] == 0]
+    seconds = [s for run in firsts for s in run["correction_seconds"]]
+    return {
+        "cases": len(rows),
+        "tools": len({row["tool"] for row in rows}),
+        "fixed_first_run": len(fixed),
+        "fixed_first_run_percent": round(100 * len(fixed) / len(rows), 1) if rows else 0.0,
+        "fixed_again_without_research": len(again),
+        "correction_seconds_p50": round(statistics.median(seconds), 3) if seconds else None,
+        "correction_seconds_p95": round(_percentile(seconds, 95), 3) if seconds else None,
+        "corrections_measured": len(seconds),
+        "indexing_seconds_total": round(sum(run["indexing_seconds"] for run in firsts), 1),
+        "by_category": _by_category(rows),
+    }
+
+
+def markdown(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """The per-case table and the totals."""
+    lines = [
+        "| case | tool | category | 1st run | strategy (depth) | research | correction s | indexing s "
+        "| 2nd run (research) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        first, second = row["runs"]
+        seconds = ", ".join(f"{s:.2f}" for s in first["correction_seconds"]) or "-"
+        lines.append(
+            f"| {row['id']} | {row['tool']} | {row['category']} "
+            f"| {'fixed' if first['fixed'] else 'NOT fixed'} "
+            f"| {first['strategy'] or '-'} ({first['depth']}) | {first['research_calls']} | {seconds} "
+            f"| {first['indexing_seconds']:.1f} | {'fixed' if second['fixed'] else 'NOT fixed'} "
+            f"({second['research_calls']}) |"
+        )
+    lines += [
+        "",
+        f"Fixed on the first run: **{summary['fixed_first_run']}/{summary['cases']}** "
+        f"({summary['fixed_first_run_percent']} %) over {summary['tools']} tools and libraries; "
+        f"fixed again on the second run with no research call: **{summary['fixed_again_without_research']}/"
+        f"{summary['fixed_first_run']}**; correction time p50 **{summary['correction_seconds_p50']} s**, "
+        f"p95 {summary['correction_seconds_p95']} s over {summary['corrections_measured']} corrections "
+        f"(documentation indexing, {summary['indexing_seconds_total']} s in all, left out).",
+    ]
+    return "\n".join(lines)
+
+
+def verify(cases: list[DriftCase], envs: Path) -> int:
+    """Each case is real: the original passes on the baseline, fails on the new version, the fix passes."""
+    failures = 0
+    for case in cases:
+        problems = []
+        new = ensure_environment(case.environment.manager, case.environment.install, envs)
+        with services_for(case, Path(tempfile.mkdtemp(prefix="drift-verify-"))) as services:
+            original = _subject(case.task.payload)
+            if case.environment.baseline:
+                old = ensure_environment(case.environment.manager, case.environment.baseline, envs)
+                ran = run_direct(case, old, services, **original)
+                if (why := check_result(case, ran, services)) or ran.exit_code != case.task.payload.get(
+                    "expect", {}
+                ).get("exit_code", 0):
+                    problems.append(f"the original fails on the baseline: {why or ran.stderr[-300:]}")
+            ran = run_direct(case, new, services, **original)
+            output = ran.stderr + ran.stdout
+            if not check_result(case, ran, services):
+                problems.append("the original passes its check on the new version")
+            missing = [text for text in case.error_contains if text not in output]
+            if missing:
+                problems.append(f"the new version's output lacks {missing}: {output[-300:]}")
+            fixed = run_direct(case, new, services, argv=case.fixed.argv, code=case.fixed.code)
+            if why := check_result(case, fixed, services):
+                problems.append(f"the known fix fails its check: {why}")
+        failures += bool(problems)
+        print(f"{'FAIL' if problems else 'ok  '} {case.id}: " + ("; ".join(problems) or "verified"))
+    print(f"{len(cases) - failures} verified, {failures} failed")
+    return 1 if failures else 0
+
+
+@contextlib.contextmanager
+def services_for(case: DriftCase, data: Path) -> Iterator[dict[str, str]]:
+    """The services a case's task talks to (an S3 server), started for its runs."""
+    if "s3" not in case.services:
+        yield {}
+        return
+    from librarian.demo.s3 import S3Server
+
+    with S3Server(data / "s3") as server:
+        yield {"s3": server.endpoint}
+
+
+def _subject(payload: dict[str, Any]) -> dict[str, Any]:
+    if "code" in payload:
+        return {"code": payload["code"]}
+    return {"argv": list(payload["argv"])}
+
+
+def _percentile(values: list[float], percent: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(percent / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _by_category(rows: list[dict[str, Any]]) -> dict[str, str]:
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        total = counts.setdefault(row["category"], [0, 0])
+        total[0] += int(row["runs"][0]["fixed"])
+        total[1] += 1
+    return {category: f"{fixed}/{total}" for category, (fixed, total) in sorted(counts.items())}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
