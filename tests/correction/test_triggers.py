@@ -167,6 +167,16 @@ def test_deprecation_with_failure_is_drift(tmp_path: Path) -> None:
         ("warning: --a is deprecated, use --b", "deprecated"),
         ("--a will be removed in a future release", "deprecated"),
         ("--a has been renamed to --b", "deprecated"),
+        ('The option "--no-dev" does not exist', "unknown-option"),
+        ("error: parameter --format is unknown", "unknown-option"),
+        ("Error: `--apply-unsafe` is not expected in this context", "unknown-option"),
+        ("'--enable-unstable-feature' requires '--preview'.", "required-option"),
+        ('Option "testPathPattern" was replaced by "--testPathPatterns".', "removed"),
+        ("`BaseSettings` has been moved to the `pydantic-settings` package.", "removed"),
+        ("Want to run without a config file? Use --no-config", "suggested-option"),
+        ('[error] Couldn\'t resolve parser "postcss"', "invalid-choice"),
+        ("TypeError: simpson() takes 1 positional argument but 2 were given", "python-api-changed"),
+        ("AttributeError: 'ImageDraw' object has no attribute 'textsize'", "python-api-changed"),
     ],
 )
 def test_default_rules_cover_the_common_phrasings(message: str, rule: str) -> None:
@@ -177,6 +187,10 @@ def test_default_rules_cover_the_common_phrasings(message: str, rule: str) -> No
 def test_success_and_unmatched_failures_are_not_triggered() -> None:
     assert classify_failure(["tool"], 0, "warning: --a is deprecated").rule_id is None
     assert classify_failure(["tool"], 1, "division by zero") == FailureClass("logic", None, False, "")
+    # Pointing at the help is not a suggestion to change the command.
+    assert (
+        classify_failure(["tool"], 2, "error: bad input\nFor more information, try '--help'.").rule_id is None
+    )
 
 
 def test_user_file_extends_and_overrides_defaults(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from librarian.correction.docs_check import DocsCheck, check_against_docs
 from librarian.correction.edits import Edit, apply_edits, compatible
 from librarian.correction.error_hints import CommandHints, command_hints
 from librarian.correction.helpdocs import CommandDoc, OptionDoc, command_doc
-from librarian.correction.matching import STRONG, WEAK, facets, score
+from librarian.correction.matching import STRONG, WEAK, facets, score, singular
 from librarian.correction.replacement import Replacement
 from librarian.correction.values import (
     ParsedCommand,
@@ -679,8 +679,7 @@ def _distinct(page: CommandDoc) -> list[OptionDoc]:
 
 def _content_words(name: str) -> list[str]:
     """The meaningful lower-case words of an option, value or placeholder name."""
-    words = [w.lower() for w in _WORDS.findall(name.lstrip("-").replace("_", "-"))]
-    stems = [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words]
+    stems = [singular(w) for w in _WORDS.findall(name.lstrip("-").replace("_", "-"))]
     return [w for w in stems if w not in _GENERIC and len(w) > 1]
 
 

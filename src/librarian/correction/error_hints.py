@@ -72,6 +72,11 @@ _REQUIRES = re.compile(
     r"required (?:arguments?|options?) (?:were|was) not provided)\b[^\n]*"
 )
 _DASHED_NAME = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+# "Want to run without a config file? Use --no-config": an option the output suggests adding.
+_SUGGESTED = re.compile(
+    r"(?im)\b(?:use|try|pass|add|run with)\s+[`'\"]?(--(?!help\b|version\b)[A-Za-z][\w.-]*)[`'\"]?"
+    r"(?:\s+instead)?\s*[.!]?\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -99,8 +104,8 @@ class CommandHints:
         templates: suggested command lines, as subcommand paths.
         default_now: the output says the behaviour asked for is the default now, or has no effect.
         subcommand_required: the output says a subcommand is needed (the bare form is gone).
-        required_options: options the output says are required (or that another one requires) and
-            the command line lacks.
+        required_options: options the output says are required (or that another one requires), or
+            suggests using ("Use --no-config"), that the command line lacks.
     """
 
     rejected: tuple[RejectedOption, ...] = ()
@@ -125,7 +130,7 @@ def command_hints(output: str, argv: Sequence[str], program_length: int = 1) -> 
     rejected = rejected_options(output, tokens)
     taken = {r.index for r in rejected}
     named = [r for r in named_options(output, tokens) if r.index not in taken]
-    ignored = [r for r in named if _says_ignored(output, r.option)]
+    ignored = [r for r in [*rejected, *named] if _says_ignored(output, r.option)]
     if not rejected:
         # No "unknown option" phrasing, but a line naming the option says it is gone or invalid.
         rejected = [r for r in named if r not in ignored]
@@ -165,6 +170,9 @@ def _required_options(output: str, argv: list[str]) -> list[str]:
         for name in _DASHED_NAME.findall(match.group(0)):
             if name not in used and name not in found:
                 found.append(name)
+    for match in _SUGGESTED.finditer(output):
+        if match.group(1) not in used and match.group(1) not in found:
+            found.append(match.group(1))
     return found
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "facets",
     "flat",
     "score",
+    "singular",
     "structured_hint",
     "words",
 ]
@@ -103,6 +104,25 @@ class Match:
     agreed: tuple[str, ...]
 
 
+def singular(word: str) -> str:
+    """A lower-case word without its English plural ending, for matching names (not for display).
+
+    Example:
+        >>> [singular(w) for w in ("aliases", "alias", "tags", "entries", "classes", "status")]
+        ['alias', 'alias', 'tag', 'entry', 'class', 'status']
+    """
+    lower = word.lower()
+    if len(lower) <= 3:
+        return lower
+    if lower.endswith("ies"):
+        return lower[:-3] + "y"
+    if lower.endswith(("sses", "shes", "ches", "xes", "zes", "ses")):
+        return lower[:-2]
+    if lower.endswith("s") and not lower.endswith(("ss", "us", "is", "as")):
+        return lower[:-1]
+    return lower
+
+
 def words(text: str) -> list[str]:
     """Lower-case word stems of ``text``, stop words left out.
 
@@ -112,10 +132,7 @@ def words(text: str) -> list[str]:
     """
     out = []
     for word in _WORD_RE.findall(text):
-        lower = word.lower()
-        # A crude plural strip is enough for matching cue words ("files", "tags", "bytes").
-        if len(lower) > 3 and lower.endswith("s") and not lower.endswith("ss"):
-            lower = lower[:-1]
+        lower = singular(word)
         if lower not in _STOP:
             out.append(lower)
     return out

@@ -7,9 +7,9 @@ task runs), the version probe (which version the task sees) and the self-correct
 installed API the task uses), so all three agree on what "the task's environment" is.
 
 Example:
-    >>> env = task_environment({"venv": "/opt/tools/env"}, Path("/work/ws"))
-    >>> env.overrides["PATH"].split(":")[0], env.overrides["VIRTUAL_ENV"]
-    ('/opt/tools/env/bin', '/opt/tools/env')
+    >>> env = task_environment({"env": {"PATH": "/opt/tools/bin:/usr/bin"}}, Path("/work/ws"))
+    >>> env.path("/usr/bin"), env.own_path, env.venv is None
+    ('/opt/tools/bin:/usr/bin', True, True)
 """
 
 from __future__ import annotations

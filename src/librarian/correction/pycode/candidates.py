@@ -29,6 +29,7 @@ from typing import Any
 
 from librarian.correction.choices import choices
 from librarian.correction.command_edits import name_similarity
+from librarian.correction.matching import singular
 from librarian.correction.pycode.api import ApiIndex, Probe
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError
@@ -404,12 +405,12 @@ def _positional_edits(scene: CodeScene) -> Iterator[_Edit]:
 def _keyword_to_value(callee: str, old: str, param: str, description: str) -> Iterator[_Edit]:
     """``old=True`` as a listed value of ``param`` whose words the old keyword shares."""
     wanted = {
-        _stem(w)
+        singular(w)
         for w in re.findall(r"[a-z]+", old.lower())
         if len(w) > 2 and w not in ("use", "enable", "with")
     }
     for choice in choices("", description):
-        if wanted & {_stem(w) for w in re.findall(r"[a-z]+", choice.lower())}:
+        if wanted & {singular(w) for w in re.findall(r"[a-z]+", choice.lower())}:
             yield (
                 {"op": "rename_keyword", "callee": callee, "old": old, "new": param, "value": repr(choice)},
                 0.8,
@@ -504,16 +505,6 @@ def _parameter_doc(doc: str, param: str) -> str:
                 block.append(follow)
             return " ".join(part.strip() for part in block)
     return ""
-
-
-def _stem(word: str) -> str:
-    return (
-        word[:-2]
-        if word.endswith("es") and len(word) > 4
-        else word[:-1]
-        if word.endswith("s") and len(word) > 3
-        else word
-    )
 
 
 def members_of(base: str, api: ApiIndex, probe: Probe) -> dict[str, str]:

@@ -1,0 +1,36 @@
+"""The examples in the correction modules' docstrings run and say what they show."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "librarian.correction.choices",
+    "librarian.correction.command_edits",
+    "librarian.correction.command_tree",
+    "librarian.correction.docs_check",
+    "librarian.correction.edits",
+    "librarian.correction.error_hints",
+    "librarian.correction.helpdocs",
+    "librarian.correction.replacement",
+    "librarian.correction.triggers",
+    "librarian.correction.values",
+    "librarian.correction.fix_templates",
+    "librarian.correction.pycode.api",
+    "librarian.correction.pycode.candidates",
+    "librarian.correction.pycode.edits",
+    "librarian.correction.pycode.failure",
+    "librarian.correction.pycode.source",
+    "librarian.runtime.task_env",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no examples"
+    assert result.failed == 0

@@ -1,0 +1,78 @@
+"""Where a failed correction leaves the task: a chain that made progress, or a setback with blame."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from librarian.correction.command_flow import CommandKind
+from librarian.correction.models import CorrectionAttempt
+from librarian.correction.stages import find_stage
+
+KIND = CommandKind()
+UNKNOWN_FORMAT = "error: unexpected argument '--format' found"
+REMOVED = "error: `tool <path>` has been removed. Use `tool check <path>` instead."
+
+
+def attempt(
+    number: int, failed: list[str], corrected: list[str], error: str, **more: Any
+) -> CorrectionAttempt:
+    return CorrectionAttempt(
+        id=number,
+        failed_argv=failed,
+        corrected_argv=corrected,
+        error_text=error,
+        exit_code=2,
+        depth=more.pop("depth", 0),
+        chain_parent_id=more.pop("chain_parent_id", None),
+        blamed=more.pop("blamed", None),
+        **more,
+    )
+
+
+def stage(attempts: list[CorrectionAttempt], argv: list[str], stderr: str, **limits: int) -> Any:
+    return find_stage(
+        attempts,
+        KIND,
+        argv,
+        stderr,
+        "",
+        2,
+        is_drift=lambda output, code: "error:" in output,
+        max_chain=limits.get("max_chain", 3),
+        max_alternatives=limits.get("max_alternatives", 3),
+    )
+
+
+def test_the_first_failure_is_corrected_as_it_is() -> None:
+    found = stage([], ["tool", "a.py"], REMOVED)
+    assert (found.relation, found.subject, found.depth, found.tried) == ("first", ["tool", "a.py"], 0, [])
+
+
+def test_a_correction_that_meets_a_new_error_is_continued_from_where_it_stands() -> None:
+    first = attempt(
+        1, ["tool", "--format", "json", "a.py"], ["tool", "check", "--format", "json", "a.py"], REMOVED
+    )
+    found = stage([first], ["tool", "check", "--format", "json", "a.py"], UNKNOWN_FORMAT)
+    assert found.relation == "chain" and found.parent is first and found.depth == 1
+    assert found.subject == ["tool", "check", "--format", "json", "a.py"]
+
+
+def test_the_same_error_again_is_a_setback_to_the_command_it_corrected() -> None:
+    first = attempt(1, ["tool", "--old"], ["tool", "--new"], "error: unknown option '--old'")
+    found = stage([first], ["tool", "--new"], "error: unknown option '--new'")
+    assert found.relation == "setback" and found.subject == ["tool", "--old"]
+    # `--new` was brought in by the correction and is what the tool now rejects: it is blamed.
+    assert found.newly_blamed == (1, ("--new",)) and "--new" in found.blamed
+    assert found.tried == [["tool", "--new"]]
+
+
+def test_a_chain_stops_at_its_depth_limit() -> None:
+    first = attempt(1, ["tool", "a"], ["tool", "b"], REMOVED)
+    found = stage([first], ["tool", "b"], UNKNOWN_FORMAT, max_chain=1)
+    assert found.relation == "setback" and "deep" in found.note
+
+
+def test_a_spent_stage_hands_back_and_then_everything_is_spent() -> None:
+    tries = [attempt(n, ["tool", "x"], ["tool", f"y{n}"], "error: x") for n in (1, 2)]
+    found = stage(tries, ["tool", "y2"], "error: x", max_alternatives=2)
+    assert found.exhausted and found.tried == [["tool", "y1"], ["tool", "y2"]]
