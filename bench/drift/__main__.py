@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.drift.cases import DriftCase, load_cases
 from bench.drift.envs import default_cache, ensure_environment
-from bench.drift.run import WorkflowRun, check_result, run_direct, run_workflow
+from bench.drift.run import WorkflowRun, check_result, index_scopes, run_direct, run_workflow
 
 
 def main() -> int:
@@ -83,6 +83,7 @@ def measure(case: DriftCase, data: Path, envs: Path) -> dict[str, Any]:
     started = time.perf_counter()
     environment = ensure_environment(case.environment.manager, case.environment.install, envs)
     build = time.perf_counter() - started
+    indexed = index_scopes(case, environment, data)
     with services_for(case, data) as services:
         runs: list[WorkflowRun] = [
             run_workflow(case, environment, services, data=data, run_number=number) for number in (1, 2)
@@ -93,6 +94,7 @@ def measure(case: DriftCase, data: Path, envs: Path) -> dict[str, Any]:
         "category": case.category,
         "install": case.environment.install,
         "environment_seconds": round(build, 1),
+        "preindex_seconds": indexed,
         "runs": [run.to_dict() for run in runs],
     }
 

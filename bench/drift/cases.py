@@ -89,6 +89,8 @@ class DriftCase(_Model):
     check: str
     notes: str = ""
     services: list[Literal["s3"]] = Field(default_factory=list)
+    # Commands run before the task, in order (creating what the task works on, such as a bucket).
+    setup: list[list[str]] = Field(default_factory=list)
     # ``edit``: the known fix is what the loop makes (command-line edits, syntax-tree edits of an
     # attribute, a call, a keyword, an import); ``rewrite``: it restructures code or composes new
     # values, which only a person or an LLM does. Both are run; the goals are about ``edit``.

@@ -88,7 +88,8 @@ def run_direct(
     code: str | None = None,
     timeout: float = 120.0,
 ) -> DirectRun:
-    """Run ``argv`` or ``code`` with the environment's ``PATH`` in a fresh directory holding the files."""
+    """Run ``argv`` or ``code`` with the environment's ``PATH`` in a fresh directory holding the files
+    (after the case's setup commands)."""
     workspace = Path(tempfile.mkdtemp(prefix=f"drift-{case.id}-"))
     for name, text in case.files.items():
         target = workspace / name
@@ -101,6 +102,11 @@ def run_direct(
         python = "python3" if environment.manager == "pip" else sys.executable
         argv = [python, "-I", str(script)]
     assert argv is not None
+    for setup in case.setup:
+        tool = _which(setup[0], env["PATH"]) or setup[0]
+        subprocess.run(
+            [tool, *setup[1:]], cwd=workspace, env=env, capture_output=True, timeout=timeout, check=False
+        )
     program = _which(argv[0], env["PATH"]) or argv[0]
     try:
         done = subprocess.run(
@@ -128,7 +134,7 @@ def check_result(case: DriftCase, run: DirectRun, services: dict[str, str]) -> s
 
 
 def workflow_spec(case: DriftCase, environment: BuiltEnvironment, services: dict[str, str]) -> dict[str, Any]:
-    """The case as a workflow file: one ``file_writer`` per file, then the task."""
+    """The case as a workflow file: one ``file_writer`` per file, the setup commands, then the task."""
     tasks: list[dict[str, Any]] = []
     for number, (name, text) in enumerate(sorted(case.files.items()), start=1):
         tasks.append(
@@ -138,8 +144,17 @@ def workflow_spec(case: DriftCase, environment: BuiltEnvironment, services: dict
                 "payload": {"path": name, "content": text},
             }
         )
+    env = task_env(case, environment, services)
+    for number, argv in enumerate(case.setup, start=1):
+        tasks.append(
+            {
+                "id": f"setup-{number}",
+                "executor_type": "command_executor",
+                "payload": {"argv": argv, "env": env},
+            }
+        )
     payload = dict(case.task.payload)
-    payload["env"] = {**dict(payload.get("env") or {}), **task_env(case, environment, services)}
+    payload["env"] = {**dict(payload.get("env") or {}), **env}
     tasks.append(
         {
             "id": MAIN_TASK,
@@ -150,6 +165,44 @@ def workflow_spec(case: DriftCase, environment: BuiltEnvironment, services: dict
         }
     )
     return {"name": case.id, "goal": case.task.description, "tasks": tasks}
+
+
+def index_scopes(case: DriftCase, environment: BuiltEnvironment, data: Path) -> float:
+    """Index the help of the case's ``docs.scopes`` with ``librarian ingest-cli``; the seconds it took.
+
+    For a tool too large for the loop's bounded on-demand walk (the AWS CLI): the documentation a
+    person would index before running such workflows. Nothing is done for other cases.
+    """
+    if not case.docs.scopes or case.docs.command is None:
+        return 0.0
+    argv = [
+        str(Path(sys.executable).parent / "librarian"),
+        "ingest-cli",
+        case.docs.command,
+        "--sdk",
+        case.tool,
+    ]
+    for scope in case.docs.scopes:
+        argv += ["--scope", scope]
+    argv += ["--max-depth", "2", "--path", environment.path, "--json"]
+    started = time.perf_counter()
+    subprocess.run(argv, env=_cli_env(data), capture_output=True, text=True, check=False, timeout=1800)
+    return round(time.perf_counter() - started, 1)
+
+
+def _cli_env(data: Path) -> dict[str, str]:
+    """The environment ``librarian`` runs with: the data directory, offline, no questions asked."""
+    env = {
+        **os.environ,
+        "LIBRARIAN_HOME": str(data),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        # The benchmark measures the loop on its own: no question may pause a workflow.
+        "LIBRARIAN_CORRECTION_ASK_USER": "false",
+    }
+    env.pop("LIBRARIAN_DATABASE_URL", None)
+    env.pop("LIBRARIAN_BROKER_URL", None)
+    return env
 
 
 def run_workflow(
@@ -169,16 +222,7 @@ def run_workflow(
     path.write_text(
         yaml.safe_dump(workflow_spec(case, environment, services), sort_keys=False), encoding="utf-8"
     )
-    env = {
-        **os.environ,
-        "LIBRARIAN_HOME": str(data),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        # The benchmark measures the loop on its own: no question may pause a workflow.
-        "LIBRARIAN_CORRECTION_ASK_USER": "false",
-    }
-    env.pop("LIBRARIAN_DATABASE_URL", None)
-    env.pop("LIBRARIAN_BROKER_URL", None)
+    env = _cli_env(data)
     librarian = str(Path(sys.executable).parent / "librarian")
     started = time.perf_counter()
     try:

@@ -34,6 +34,8 @@ class FailureInput:
         tool: the tool's name as documented (the program's base name when ``None``).
         blamed: option names and words that an earlier correction introduced and the tool then
             rejected: no candidate may bring them back.
+        intent: what the task is for, in its author's words (its description and the workflow's
+            goal): a value the author meant ("the ANSI dialect") is looked for there.
     """
 
     argv: list[str]
@@ -47,6 +49,7 @@ class FailureInput:
     tree: CommandTree | None = None
     tool: str | None = None
     blamed: tuple[str, ...] = ()
+    intent: str = ""
 
     @property
     def output(self) -> str:

@@ -9,6 +9,8 @@ no tool.
 Example:
     >>> choices("{columns,freeze,json}", "")
     ('columns', 'freeze', 'json')
+    >>> choices("<flow|babel|css|less>", "Which parser to use.")
+    ('flow', 'babel', 'css', 'less')
     >>> choices("<FORMAT>", "Output format [default: full] [possible values: concise, full, json]")
     ('concise', 'full', 'json')
     >>> choices("", "Math mode, one of: always, parens-division, parens, strict.")
@@ -25,7 +27,7 @@ __all__ = ["choices"]
 
 _VALUE = r"[A-Za-z0-9][\w.+:/-]*"
 _HINT_SET = re.compile(
-    rf"^[\[{{(]\s*({_VALUE}(?:\s*[|,]\s*{_VALUE})+)\s*[\]}})]$|^({_VALUE}(?:\|{_VALUE})+)$"
+    rf"^[\[{{(<]\s*({_VALUE}(?:\s*[|,]\s*{_VALUE})+)\s*[\]}})>]$|^({_VALUE}(?:\|{_VALUE})+)$"
 )
 # "[possible values: a, b]", "[choices: "a", "b"]", "(choices: a, b, default: c)"
 _NOTE = re.compile(

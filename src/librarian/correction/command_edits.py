@@ -79,6 +79,7 @@ _GENERIC = frozenset(
     ]
 )
 _BOOLEAN = frozenset(["on", "off", "true", "false", "yes", "no", "1", "0", "y", "n", "enabled", "disabled"])
+_FALSE = frozenset(["off", "false", "no", "0", "n", "disabled"])
 _DEFAULT_COMMAND = re.compile(r"(?i)\(default\)|\bdefault (?:sub)?command\b|\bthe default\b")
 _WORDS = re.compile(r"[A-Za-z][a-z]*|[A-Z]+(?![a-z])|\d+")
 
@@ -96,6 +97,7 @@ class _Scene:
     hints: CommandHints
     researched: tuple[tuple[str, ...], ...] = ()
     workspace: str | None = None
+    intent: str = ""
 
     @property
     def page(self) -> CommandDoc | None:
@@ -207,7 +209,18 @@ def _scene(failure: FailureInput) -> _Scene | None:
     ranked = sorted(failure.snippets, key=lambda s: -float(s.get("score") or 0.0))
     researched = tuple(dict.fromkeys(doc.path for s in ranked if (doc := command_doc(s)) is not None))
     workspace = str(failure.workspace) if failure.workspace is not None else None
-    return _Scene(argv, parsed, program_length, parsed.command_path, tree, own, hints, researched, workspace)
+    return _Scene(
+        argv,
+        parsed,
+        program_length,
+        parsed.command_path,
+        tree,
+        own,
+        hints,
+        researched,
+        workspace,
+        failure.intent,
+    )
 
 
 # -- single edits ------------------------------------------------------------------------------------
@@ -222,6 +235,10 @@ def _single_edits(scene: _Scene) -> Iterator[Edit]:
     yield from _required_subcommand_edits(scene)
     yield from _to_option_edits(scene)
     yield from _required_option_edits(scene)
+    yield from _missing_subcommand_edits(scene)
+    yield from _unspecified_option_edits(scene)
+    for target in scene.hints.targets:
+        yield from _option_to_subcommand(scene, target)
 
 
 def _readings(scene: _Scene, target: RejectedOption) -> list[tuple[int, tuple[str, ...]]]:
@@ -348,6 +365,8 @@ def _flag_to_value(
     """
     if values and not _boolean(values):
         return
+    if target.option.startswith("--no-") or (values and values[0].lower() in _FALSE):
+        return  # a negated flag means the opposite of the value its words would pick
     wanted = set(_content_words(target.option))
     if not wanted:
         return
@@ -443,7 +462,12 @@ def _drop(
 
 
 def _word_edits(scene: _Scene, index: int, word: str) -> Iterator[Edit]:
-    """A plain word called invalid: replace it by a documented sibling, or insert a subcommand before it."""
+    """A plain word called invalid: replace it by a documented sibling, or insert a subcommand before it;
+    an option's value called invalid: another of the option's listed values, or the option goes."""
+    owner = _value_owner(scene, index)
+    if owner is not None:
+        yield from _value_edits(scene, index, word, owner)
+        return
     parent = scene.tree.longest_prefix(scene.argv[scene.program_length : index])
     siblings = scene.tree.children(parent)
     suggested = {n for r in scene.hints.replacements for n in r.new if not is_option(n)}
@@ -485,6 +509,61 @@ def _word_edits(scene: _Scene, index: int, word: str) -> Iterator[Edit]:
             "subcommand",
             {"source": "docs"},
         )
+
+
+def _value_owner(scene: _Scene, index: int) -> int | None:
+    """The argv index of the option whose value the token at ``index`` is, or ``None``."""
+    use = next((u for u in scene.parsed.options if index in u.value_indices), None)
+    return use.index if use is not None else None
+
+
+def _value_edits(scene: _Scene, index: int, word: str, owner: int) -> Iterator[Edit]:
+    """An option's value the tool rejects: a listed value related to it, else the option and value go."""
+    token = scene.argv[owner]
+    name, eq, attached = token.partition("=")
+    value = attached if eq else word
+    page = scene.page
+    option = page.options.get(name) if page is not None else None
+    listed = choices(option.value_hint, option.description) if option is not None else ()
+    listed = listed or tuple(n for r in scene.hints.replacements for n in r.new if not is_option(n))
+    span = (owner, owner + 1) if eq else (owner, index + 1)
+    related = [(name_similarity(value, choice), choice) for choice in listed if choice != value]
+    related = [item for item in related if item[0] >= 0.5 or _contains(value, item[1])]
+    for similarity, choice in sorted(related, reverse=True):
+        tokens = (f"{name}={choice}",) if eq else (name, choice)
+        yield Edit(
+            "option_value",
+            span[0],
+            span[1],
+            tokens,
+            0.5 + 0.35 * max(similarity, 0.8 if _contains(value, choice) else 0.0),
+            f"`{value}` is no longer a value of `{name}`; it lists `{choice}`",
+            value,
+            {"source": "docs", "values": list(listed[:20])},
+            drops=(value,),
+        )
+    if not related:
+        yield Edit(
+            "drop_option",
+            span[0],
+            span[1],
+            (),
+            0.66 if listed else 0.5,
+            f"drop `{' '.join(scene.argv[span[0] : span[1]])}`: `{value}` is not among the values "
+            f"`{name}` lists, and none of them is like it",
+            value,
+            {"source": "docs"},
+            drops=(value,),
+        )
+
+
+def _contains(old: str, new: str) -> bool:
+    """One value holds the other whole (``postcss`` and ``css``), with at least three letters."""
+    a, b = old.lower(), new.lower()
+    shorter, longer = sorted((a, b), key=len)
+    return (
+        len(shorter) >= 3 and shorter != longer and (longer.endswith(shorter) or longer.startswith(shorter))
+    )
 
 
 def _template_edits(scene: _Scene) -> Iterator[Edit]:
@@ -534,6 +613,92 @@ def _required_subcommand_edits(scene: _Scene) -> Iterator[Edit]:
             prior,
             f"the output says a subcommand is required; `{' '.join(doc.path)}` {why}",
             "subcommand",
+            {"source": "docs"},
+        )
+
+
+def _unspecified_option_edits(scene: _Scene) -> Iterator[Edit]:
+    """ "No dialect was specified": the documented ``--dialect``, with the listed value the task's own
+    words name ("... (ANSI dialect)")."""
+    page = scene.page
+    if page is None or not scene.hints.unspecified:
+        return
+    meant = set(_content_words(scene.intent))
+    at = scene.program_length + len(scene.path)
+    for name in scene.hints.unspecified:
+        option = page.options.get(f"--{name}")
+        if option is None or page.takes_value(option.name) is False:
+            continue
+        listed = choices(option.value_hint, option.description) or scene.hints.offered
+        named = [value for value in listed if singular(value) in meant]
+        if len(named) != 1:
+            continue  # the task's words must pick exactly one value
+        yield Edit(
+            "add_option",
+            at,
+            at,
+            (option.name, named[0]),
+            0.82,
+            f"the output says no {name} was given; `{option.name}` is documented and the task names "
+            f"`{named[0]}`, one of its values",
+            option.name,
+            {"source": "error", "values": list(listed[:20])},
+        )
+
+
+def _missing_subcommand_edits(scene: _Scene) -> Iterator[Edit]:
+    """The tool's usage wants a subcommand and the command gives none: each documented one, weakly.
+
+    Paired with an edit of a rejected option, this is how ``tool -c file`` becomes ``tool run file``.
+    """
+    root = scene.tree.command(())
+    if scene.path or root is None or scene.hints.subcommand_required or scene.hints.templates:
+        return
+    wants = any(
+        p.name.lower().strip("[]<>.") in ("command", "subcommand", "cmd")
+        for f in root.forms
+        for p in f.positionals
+    ) or bool(re.search(r"(?i)<command>|\[command\]|\bCOMMAND\b", root.synopsis))
+    if not wants:
+        return
+    at = scene.program_length
+    for doc in scene.tree.children(()):
+        prior, why = _subcommand_prior(scene, doc)
+        yield Edit(
+            "insert_subcommand",
+            at,
+            at,
+            (doc.path[-1],),
+            prior - 0.05,
+            f"the tool's usage wants a subcommand and the command gives none: `{' '.join(doc.path)}` {why}",
+            "subcommand",
+            {"source": "docs"},
+        )
+
+
+def _option_to_subcommand(scene: _Scene, target: RejectedOption) -> Iterator[Edit]:
+    """An option that became a subcommand: ``tool --clean`` -> ``tool clean``, ``--explain X`` -> ``rule X``
+    (the subcommand's own description says what the option said)."""
+    if target.index != scene.program_length + len(scene.path):
+        return  # only an option right where a subcommand would go
+    wanted = set(_content_words(target.option))
+    for doc in scene.tree.children(scene.path):
+        name = doc.path[-1]
+        summary = set(_content_words(" ".join(str(doc.snippet.get("content") or "").split()[:40])))
+        if name == target.option.lstrip("-"):
+            prior, why = 0.82, f"`{name}` is a documented subcommand now"
+        elif wanted and wanted & summary and len(wanted & summary) / len(wanted) >= 0.5:
+            prior, why = 0.62, f"`{' '.join(doc.path)}` is documented as doing what `{target.option}` said"
+        else:
+            continue
+        yield Edit(
+            "set_subcommand",
+            target.index,
+            target.index + 1,
+            (name,),
+            prior,
+            f"`{target.option}` became a subcommand: {why}",
+            target.option,
             {"source": "docs"},
         )
 

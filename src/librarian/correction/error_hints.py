@@ -56,6 +56,11 @@ _REJECTED_WORD = (
     ),
     re.compile(r"(?i)\bunrecogni[sz]ed\s+arguments?:\s*(?P<words>[^\n]+)"),
     re.compile(r"(?i)\bunexpected\s+(?:extra\s+)?arguments?:?\s*(?P<words>[^\n]+)"),
+    # "Couldn't resolve parser "postcss"": an option's value the tool no longer knows
+    re.compile(
+        r"(?i)\b(?:couldn't|could not|cannot|can't) (?:resolve|find|load) [\w-]+ "
+        r"[`'\"‘“](?P<word>[^`'\"’”\s]+)"
+    ),
 )
 # "requires a subcommand", "missing command", "no command given", "a command is required".
 _SUBCOMMAND_REQUIRED = re.compile(
@@ -72,9 +77,17 @@ _REQUIRES = re.compile(
     r"required (?:arguments?|options?) (?:were|was) not provided)\b[^\n]*"
 )
 _DASHED_NAME = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+# "No dialect was specified": a setting named in words that the command line must now give.
+_UNSPECIFIED = re.compile(
+    r"(?i)\bno ([a-z][\w-]*) (?:was|were|is|has been) (?:specified|given|provided|set|selected)\b"
+)
+# "Available dialects: ansi, bigquery, ...": the values the output offers for it.
+_AVAILABLE = re.compile(
+    r"(?i)\b(?:available|valid|supported|possible) [\w -]{0,30}?:\s*(?P<list>[^\n]+(?:\n\s*[\w, -]+)?)"
+)
 # "Want to run without a config file? Use --no-config": an option the output suggests adding.
 _SUGGESTED = re.compile(
-    r"(?im)\b(?:use|try|pass|add|run with)\s+[`'\"]?(--(?!help\b|version\b)[A-Za-z][\w.-]*)[`'\"]?"
+    r"(?im)\b(?:use|try|pass|add|run (?:again )?with)\s+[`'\"]?(--(?!help\b|version\b)[A-Za-z][\w.-]*)[`'\"]?"
     r"(?:\s+instead)?\s*[.!]?\s*$"
 )
 
@@ -106,6 +119,8 @@ class CommandHints:
         subcommand_required: the output says a subcommand is needed (the bare form is gone).
         required_options: options the output says are required (or that another one requires), or
             suggests using ("Use --no-config"), that the command line lacks.
+        unspecified: settings the output says were not given, by name ("No dialect was specified").
+        offered: values the output lists for them ("Available dialects: ansi, bigquery").
     """
 
     rejected: tuple[RejectedOption, ...] = ()
@@ -116,6 +131,8 @@ class CommandHints:
     default_now: bool = False
     subcommand_required: bool = False
     required_options: tuple[str, ...] = field(default=())
+    unspecified: tuple[str, ...] = field(default=())
+    offered: tuple[str, ...] = field(default=())
 
     @property
     def targets(self) -> tuple[RejectedOption, ...]:
@@ -144,6 +161,8 @@ def command_hints(output: str, argv: Sequence[str], program_length: int = 1) -> 
         default_now=bool(_DEFAULT_NOW.search(output)),
         subcommand_required=bool(_SUBCOMMAND_REQUIRED.search(output)),
         required_options=tuple(_required_options(output, tokens)),
+        unspecified=tuple(dict.fromkeys(m.group(1).lower() for m in _UNSPECIFIED.finditer(output))),
+        offered=tuple(_offered(output)),
     )
 
 
@@ -174,6 +193,15 @@ def _required_options(output: str, argv: list[str]) -> list[str]:
         if match.group(1) not in used and match.group(1) not in found:
             found.append(match.group(1))
     return found
+
+
+def _offered(output: str) -> list[str]:
+    """The values an "Available x: a, b, c" line of the output lists."""
+    match = _AVAILABLE.search(output)
+    if not match:
+        return []
+    items = [item.strip().strip("`'\".") for item in re.split(r"[,\s]+", match.group("list"))]
+    return [item for item in items if re.fullmatch(r"[A-Za-z0-9][\w.+-]*", item)][:100]
 
 
 def _says_ignored(output: str, option: str) -> bool:

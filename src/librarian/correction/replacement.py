@@ -44,6 +44,8 @@ _PHRASES = (
     ),
     # "renamed --a to --b"
     re.compile(rf"(?i)\brenamed\s+(?P<old>{_ITEM})\s+to\s+(?P<new>{_ITEMS})"),
+    # "fix-mismatches → fix" (a list of renames printed as arrows)
+    re.compile(rf"(?m)(?:^|\s)(?P<old>{_ITEM})\s*(?:→|->|=>)\s*(?P<new>{_ITEM})\s*$"),
 )
 _SUGGESTION = re.compile(
     r"(?i)\b(?:did\s+you\s+mean|maybe\s+you\s+meant|perhaps\s+you\s+meant|you\s+may\s+have\s+meant|"

@@ -150,4 +150,5 @@ class LoopRun:
             tree=self.tree,
             tool=self.tool or None,
             blamed=self.blamed,
+            intent=f"{self.context.failed.description}\n{self.context.goal}",
         )
