@@ -1,4 +1,4 @@
-"""The drift benchmark's quick cases, end to end: real tools at pinned versions, `librarian workflow run` twice.
+"""The drift benchmark's quick cases, end to end: real tools at pinned versions, run twice.
 
 The cases marked ``quick`` in ``bench/drift/cases`` cover each kind of drift the loop handles: a
 subcommand now required, a chain of two drifts, a flag that became an option's value (with the flag
@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from bench.drift.__main__ import measure
 from bench.drift.cases import load_cases
 from bench.drift.envs import default_cache
