@@ -185,7 +185,9 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="Default wall-clock limit of one command or code task."
     )
     runtime_task_memory_mb: int = Field(
-        default=2048, ge=16, description="Address-space limit of one command or code task, in MiB."
+        default=2048,
+        ge=16,
+        description="Memory one process of a command or code task may write (RLIMIT_DATA), in MiB.",
     )
     runtime_task_output_bytes: int = Field(
         default=1_000_000, ge=1024, description="Stdout and stderr kept per task; the rest is cut."

@@ -137,7 +137,7 @@ def test_payload_timeout_kills_the_command(environment: EnvironmentManager, work
 def test_payload_cannot_raise_the_memory_limit(environment: EnvironmentManager, workspace: Workspace) -> None:
     task = _task("command_executor", argv=["cat", "/proc/self/limits"], memory_mb=1_000_000)
     stdout = CommandExecutor(environment).execute(task, workspace).feedback["stdout"]
-    line = next(line for line in stdout.splitlines() if line.startswith("Max address space"))
+    line = next(line for line in stdout.splitlines() if line.startswith("Max data size"))
     assert str(1024 * 1024 * 1024) in line  # the operator's 1024 MiB, not the payload's
 
 

@@ -149,7 +149,7 @@ def test_resource_limits_are_applied_to_the_program(
 ) -> None:
     outcome = manager.run(["cat", "/proc/self/limits"], workspace, memory_mb=300, timeout_seconds=5)
     limits = {line[:26].strip(): line[26:].split() for line in outcome.stdout.splitlines()[1:]}
-    assert limits["Max address space"][:2] == [str(300 * MiB)] * 2
+    assert limits["Max data size"][:2] == [str(300 * MiB)] * 2
     assert limits["Max open files"][:2] == ["1024", "1024"]
     assert limits["Max file size"][0] == str(4 * 1024**3)
     assert int(limits["Max cpu time"][0]) >= 5
@@ -292,6 +292,22 @@ def test_a_memory_limit_too_small_for_a_fork_server_still_applies(
 ) -> None:
     # Below 64 MiB the fork server (which lives under the limit itself) hands the run to prlimit.
     outcome = manager.run(["cat", "/proc/self/limits"], workspace, memory_mb=32)
-    line = next(line for line in outcome.stdout.splitlines() if line.startswith("Max address space"))
+    line = next(line for line in outcome.stdout.splitlines() if line.startswith("Max data size"))
     assert outcome.exit_code == 0, outcome.stderr
     assert line[26:].split()[:2] == [str(32 * MiB)] * 2
+
+
+def test_address_space_a_runtime_only_reserves_is_not_memory(
+    manager: EnvironmentManager, workspace: Workspace
+) -> None:
+    """JIT runtimes reserve huge inaccessible regions (Deno's V8: over 64 GiB) and never use them."""
+    reserve = [
+        sys.executable,
+        "-I",
+        "-c",
+        "import mmap; m = mmap.mmap(-1, 64 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, "
+        "prot=0); print('reserved', len(m))",
+    ]
+    outcome = manager.run(reserve, workspace, memory_mb=256)
+    assert outcome.exit_code == 0, outcome.stderr
+    assert outcome.stdout.strip() == f"reserved {64 << 30}"

@@ -6,7 +6,7 @@ Every command and code task runs through :meth:`EnvironmentManager.run`:
 - the working directory is the workflow's workspace, ``HOME`` is the workspace, ``TMPDIR`` its ``tmp``;
 - the environment is built from a short allow-list plus the variables the task itself names, so the
   worker's credentials (``AWS_*``, ``LIBRARIAN_*``, tokens, keys, passwords) never reach a task;
-- address space, CPU time, open files and file size are capped with ``setrlimit``;
+- writable memory (``RLIMIT_DATA``), CPU time, open files and file size are capped with ``setrlimit``;
 - the process runs in its own session, and the whole process group is killed on timeout, when the
   worker stops (:meth:`EnvironmentManager.shutdown`) and when the main process exits (an ``atexit``
   hook), so no background child outlives its task and no task outlives its worker;
@@ -68,12 +68,12 @@ _READ_CHUNK = 65536
 # escaped the process group with its own setsid) before they are abandoned.
 _PIPE_GRACE_SECONDS = 2.0
 
-# Runs as ``python -I -S -c _WRAPPER AS CPU NOFILE FSIZE -- argv...``: sets the limits, then becomes
+# Runs as ``python -I -S -c _WRAPPER DATA CPU NOFILE FSIZE -- argv...``: sets the limits, then becomes
 # the program. Hard limits equal soft ones (CPU gets one extra second so SIGXCPU comes before SIGKILL),
 # so the task cannot raise them back.
 _WRAPPER = """\
 import os, resource, sys
-limits = dict(zip(("AS", "CPU", "NOFILE", "FSIZE"), map(int, sys.argv[1:5])))
+limits = dict(zip(("DATA", "CPU", "NOFILE", "FSIZE"), map(int, sys.argv[1:5])))
 for name, value in limits.items():
     which = getattr(resource, "RLIMIT_" + name)
     hard = resource.getrlimit(which)[1]
@@ -96,7 +96,7 @@ _SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
 Launcher = Literal["auto", "forkserver", "prlimit", "python"]
 # The fork server watches its programs through pidfds and passes descriptors over a Unix socket.
 FORKSERVER_AVAILABLE = sys.platform == "linux" and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds")
-# Below this address-space limit a run goes through prlimit (or the Python wrapper) instead: a fork
+# Below this memory limit a run goes through prlimit (or the Python wrapper) instead: a fork
 # server lives under the limits it serves, and its interpreter needs some room.
 _FORKSERVER_MIN_MEMORY_MB = 64
 
@@ -111,7 +111,9 @@ class SandboxLimits:
 
     Attributes:
         timeout_seconds: wall-clock limit; the process group is killed when it passes.
-        memory_mb: address-space limit (``RLIMIT_AS``) of each process, in MiB.
+        memory_mb: memory each process may write (``RLIMIT_DATA``: heap and private mappings), in
+            MiB. Not ``RLIMIT_AS``: JIT runtimes reserve far more address space than they use (V8 in
+            Deno reserves over 64 GiB up front and, refused, aborts with exit code 0).
         output_bytes: bytes of stdout, and separately of stderr, that are kept.
         open_files: ``RLIMIT_NOFILE``.
         file_bytes: largest file a task may write (``RLIMIT_FSIZE``).
@@ -565,7 +567,7 @@ class EnvironmentManager:
 
 
 _PRLIMIT_OPTIONS = {
-    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_DATA: "data",
     resource.RLIMIT_CPU: "cpu",
     resource.RLIMIT_NOFILE: "nofile",
     resource.RLIMIT_FSIZE: "fsize",
@@ -581,7 +583,7 @@ def _rlimits(limits: SandboxLimits) -> tuple[tuple[int, int, int], ...]:
     """
     memory = limits.memory_mb * 1024 * 1024
     wanted = (
-        (resource.RLIMIT_AS, memory, memory),
+        (resource.RLIMIT_DATA, memory, memory),
         (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
         (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
         (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
