@@ -29,8 +29,18 @@ def site_packages(venv: Path) -> Path:
     return venv / "lib" / version / "site-packages"
 
 
-def add_distribution(venv: Path, name: str, version: str, modules: Mapping[str, str]) -> None:
-    """Install distribution ``name`` at ``version`` whose modules are ``{"pkg/__init__.py": source}``."""
+def add_distribution(
+    venv: Path,
+    name: str,
+    version: str,
+    modules: Mapping[str, str],
+    console_scripts: Mapping[str, str] | None = None,
+) -> None:
+    """Install distribution ``name`` at ``version`` whose modules are ``{"pkg/__init__.py": source}``.
+
+    ``console_scripts`` (``{"tool": "pkg.cli:main"}``) are declared in its entry points; the scripts
+    themselves are :func:`add_script`'s business.
+    """
     site = site_packages(venv)
     for relative, source in modules.items():
         target = site / relative
@@ -42,6 +52,10 @@ def add_distribution(venv: Path, name: str, version: str, modules: Mapping[str, 
     tops = sorted({relative.split("/")[0].removesuffix(".py") for relative in modules})
     (info / "top_level.txt").write_text("\n".join(tops) + "\n", "utf-8")
     files = [*modules, f"{info.name}/METADATA", f"{info.name}/top_level.txt"]
+    if console_scripts:
+        lines = "".join(f"{script} = {target}\n" for script, target in console_scripts.items())
+        (info / "entry_points.txt").write_text(f"[console_scripts]\n{lines}", "utf-8")
+        files.append(f"{info.name}/entry_points.txt")
     (info / "RECORD").write_text("".join(f"{f},,\n" for f in files), "utf-8")
 
 

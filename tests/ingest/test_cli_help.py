@@ -381,3 +381,122 @@ def test_usage_screen_layout() -> None:
         ("--amend", "Message options"),
     ]
     assert page.options[1].description == "commit message" and page.options[1].value_hint == "<message>"
+
+
+def test_click_examples_heading_is_no_subcommand() -> None:
+    # click prints a "no-rewrap" paragraph ("Examples:" then deeper lines) before its commands.
+    page = parse_help(
+        textwrap.dedent(
+            """\
+            Usage: tool [OPTIONS] COMMAND [ARGS]...
+
+              Lint your files.
+
+              Examples:
+                  tool lint models/
+                  tool fix --force models/
+
+            Options:
+              --version  Show the version and exit.
+              --help     Show this message and exit.
+
+            Commands:
+              fix     Fix files.
+              lint    Lint files.
+              render  Render a file.
+            """
+        )
+    )
+    assert [name for name, _ in page.subcommands] == ["fix", "lint", "render"]
+    assert {o.name for o in page.options} == {"--version", "--help"}
+
+
+def test_clap_long_help_options_with_descriptions_below() -> None:
+    # clap's --help (long help): every description on its own deeper lines, long-only options
+    # aligned deeper than "-h, --help" and without a blank line between entries.
+    page = parse_help(
+        textwrap.dedent(
+            """\
+            Usage: tool check [OPTIONS] [FILES]...
+
+            Options:
+                  --fix
+                      Apply fixes to resolve lint violations
+                  --output-format <OUTPUT_FORMAT>
+                      Output serialization format for violations
+
+                      [possible values: concise, full, json]
+              -w, --watch
+                      Run in watch mode
+                  --color <WHEN>
+                      Colour the output
+
+                      Possible values:
+                      - auto:   when the output is a terminal
+                      - always: always
+
+              -h, --help
+                      Print help
+            """
+        )
+    )
+    by_name = {o.name: o for o in page.options}
+    assert list(by_name) == ["--fix", "--output-format", "--watch", "--color", "--help"]
+    assert by_name["--output-format"].takes_value
+    assert "concise, full, json" in by_name["--output-format"].description
+    assert by_name["--watch"].aliases == ("-w",)
+    assert by_name["--color"].description == "Colour the output [possible values: auto, always]"
+    assert by_name["--help"].description == "Print help"
+
+
+_HELP_COMMAND_CLI = """\
+#!{python}
+import sys
+
+args = sys.argv[1:]
+usage = (
+    "usage:\\n"
+    "    validate:  schemer [validate] -s schema -d data\\n"
+    "    compile:   schemer compile -s schema\\n"
+    "    help:      schemer help\\n"
+    "               schemer help <command>\\n"
+)
+if args == ["help"]:
+    print("Validate data\\n    schemer [validate] -s schema -d data\\n\\nMore information:")
+    print("        schemer help validate\\n        schemer help compile")
+elif args == ["help", "validate"]:
+    print("Validate data\\n    schemer [validate] -s schema -d data\\n")
+    print("options:\\n    --errors=          error reporting format (js by default)")
+    print("    --strict=false     disable strict mode")
+elif args == ["help", "compile"]:
+    print("Compile schemas\\n    schemer compile -s schema\\n")
+    print("options:\\n    --spec=            draft to use")
+else:
+    print("error: parameter " + (args[0] if args else "-s") + " is unknown\\n\\n" + usage, file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_a_tool_that_documents_itself_only_through_help_command(tmp_path: Path) -> None:
+    """No ``--help``, no ``--version``, commands only named as ``TOOL help CMD``: found, and the
+    version read from the npm package that installed the program."""
+    package = tmp_path / "node_modules" / "schemer-cli"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(
+        '{"name": "schemer-cli", "version": "5.0.0", "bin": {"schemer": "bin/cli.js"}}', encoding="utf-8"
+    )
+    program = package / "bin" / "cli.js"
+    program.write_text(_HELP_COMMAND_CLI.format(python=sys.executable), encoding="utf-8")
+    program.chmod(0o755)
+    (tmp_path / "node_modules" / ".bin").mkdir()
+    (tmp_path / "node_modules" / ".bin" / "schemer").symlink_to("../schemer-cli/bin/cli.js")
+    search_path = f"{tmp_path / 'node_modules' / '.bin'}:{os.environ['PATH']}"
+
+    result = walk_cli_help("schemer", max_depth=2, env={"PATH": search_path})
+
+    assert result.version == "5.0.0"
+    by_name = {command.name: command for command in result.commands}
+    assert set(by_name) == {"", "validate", "compile"}
+    options = {option.name: option for option in by_name["validate"].options}
+    assert options["--errors"].takes_value and options["--errors"].description.startswith("error reporting")
+    assert options["--strict"].value_hint == "false"

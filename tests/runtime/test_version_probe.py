@@ -102,3 +102,45 @@ def test_the_version_is_read_in_the_tasks_environment(
     # The runtime's own environment has neither.
     assert detect_version("pinnedtool", environment, workspace) is None
     assert detect_version("pinnedlib", environment, workspace) is None
+
+
+def test_a_console_script_that_prints_no_version_is_read_from_its_distribution(
+    environment: EnvironmentManager, workspace: Workspace, tmp_path: Path
+) -> None:
+    venv = make_venv(tmp_path / "env")
+    add_distribution(
+        venv, "docwriter", "0.19.2", {"docwriter/__init__.py": ""}, {"rst2page": "docwriter:main"}
+    )
+    add_script(
+        venv, "rst2page", "import sys\nprint('usage: rst2page SOURCE', file=sys.stderr)\nsys.exit(2)\n"
+    )
+    task_env = task_environment({"venv": str(venv)}, workspace.root, environment.path)
+    found = detect_version("rst2page", environment, workspace, task_env=task_env)
+    assert found is not None and found.version == "0.19.2" and found.raw.startswith("docwriter")
+
+
+def test_an_npm_program_that_prints_no_version_is_read_from_its_package(
+    environment: EnvironmentManager, workspace: Workspace, tmp_path: Path
+) -> None:
+    """``node_modules/.bin/TOOL`` links into the package that installed it; its package.json says which."""
+    modules = tmp_path / "project" / "node_modules"
+    package = modules / "schema-cli"
+    (package / "dist").mkdir(parents=True)
+    (package / "package.json").write_text(
+        '{"name": "schema-cli", "version": "5.0.0", "bin": {"schema": "./dist/index.js"}}', encoding="utf-8"
+    )
+    # A dependency's own package.json on the way up must not be mistaken for the program's.
+    (package / "dist" / "package.json").write_text('{"name": "inner", "version": "9.9.9"}', encoding="utf-8")
+    program = package / "dist" / "index.js"
+    program.write_text("#!/bin/sh\necho 'error: parameter --version is unknown' >&2\nexit 2\n", "utf-8")
+    program.chmod(0o755)
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "schema").symlink_to("../schema-cli/dist/index.js")
+    task_env = task_environment(
+        {"env": {"PATH": f"{modules / '.bin'}:{environment.path}"}}, workspace.root, environment.path
+    )
+    found = detect_version("schema", environment, workspace, task_env=task_env)
+    assert found is not None and (found.version, found.raw) == ("5.0.0", "schema-cli 5.0.0")
+    # A program no package.json claims has no version.
+    (package / "package.json").write_text('{"name": "schema-cli", "version": "5.0.0"}', encoding="utf-8")
+    assert detect_version("schema", environment, workspace, task_env=task_env) is None

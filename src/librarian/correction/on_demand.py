@@ -96,6 +96,7 @@ class DocsOnDemand:
                 report = self.librarian.ingest_cli(
                     program[0],
                     sdk_name=tool,
+                    sdk_version=version,
                     max_depth=self.max_depth,
                     max_commands=self.max_commands,
                     path=path,

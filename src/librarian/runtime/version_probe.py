@@ -5,17 +5,22 @@ Documentation is searched for the version that is installed, not the newest one,
 sandbox with the *task's* environment (its ``env``, its ``PATH``, its virtualenv: a task that runs a
 tool from its own virtualenv is probed there, not in the runtime's) and tries, in order:
 ``TOOL --version``, ``TOOL version``, and, for a Python distribution,
-``importlib.metadata.version(TOOL)`` in the task's own interpreter.
+``importlib.metadata.version(TOOL)`` (or the distribution whose console script is ``TOOL``) in the
+task's own interpreter. A program that prints no version at all (many npm tools) is read from the
+package that installed it (:func:`librarian.installed.package_of_program`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass
 
 from librarian.errors import InvalidInputError
+from librarian.installed import package_of_program
 from librarian.runtime.contracts import Workspace
 from librarian.runtime.sandbox import EnvironmentManager
 from librarian.runtime.task_env import TaskEnvironment
@@ -23,7 +28,18 @@ from librarian.runtime.task_env import TaskEnvironment
 # A dotted version not glued to a preceding word or number: ``1.45.11``, ``v20.1.0``, ``9.6p1``,
 # ``2.0.0-rc1``; ``Python/3.11`` later on the line is not reached because the first match wins.
 _VERSION = re.compile(r"(?<![A-Za-z0-9.])v?(?P<version>\d+(?:\.\d+)+(?:[-+]?[A-Za-z]+\d*(?:\.\d+)*)?)")
-_METADATA = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+# The distribution named TOOL, else the one that installs a console script called TOOL.
+_METADATA = """
+import importlib.metadata as m, sys
+name = sys.argv[1]
+try:
+    print(m.version(name))
+except m.PackageNotFoundError:
+    found = [ep.dist for ep in m.entry_points(group="console_scripts") if ep.name == name and ep.dist]
+    if not found:
+        raise
+    print(found[0].metadata["Name"], found[0].version)
+"""
 _RAW_LIMIT = 2000
 
 
@@ -102,4 +118,18 @@ def detect_version(
         version = parse_version(raw)
         if version is not None:
             return ToolVersion(tool=tool, version=version, raw=raw[:_RAW_LIMIT])
-    return None
+    return _from_installing_package(tool, own.path(env.path)) if len(prefix) == 1 else None
+
+
+def _from_installing_package(tool: str, search_path: str) -> ToolVersion | None:
+    """The version the package manager recorded for the program ``tool`` names on ``search_path``."""
+    if os.path.isabs(tool):
+        program: str | None = tool
+    elif "/" in tool:  # relative to a workspace the probe does not resolve against: not guessed
+        return None
+    else:
+        program = shutil.which(tool, path=search_path)
+    package = package_of_program(program) if program else None
+    if package is None:
+        return None
+    return ToolVersion(tool=tool, version=package.version, raw=f"{package.name} {package.version}")

@@ -56,6 +56,7 @@ from librarian.ingest.sources.cli_help_parse import (
     parse_help,
     parse_version,
 )
+from librarian.installed import package_of_program
 
 __all__ = [
     "OUTPUT_CAP_BYTES",
@@ -243,19 +244,23 @@ def _version_from(sandbox: _Sandbox, timeout: float) -> str | None:
         try:
             out = sandbox.run(args, timeout=timeout)
         except OSError:
-            return None
+            break
         if out.returncode == 0 and not out.timed_out:
             version = parse_version(clean_help_text(out.stdout) + "\n" + clean_help_text(out.stderr))
             if version:
                 return version
-    return None
+    # A program that prints no version (many npm tools): its package recorded one.
+    package = package_of_program(sandbox.executable)
+    return package.version if package else None
 
 
 def detect_cli_version(argv0: str, *, timeout: float = 10.0) -> str | None:
     """The version a tool reports: runs ``<cmd> --version``, then ``<cmd> version``, then ``<cmd> -V``.
 
     Each run is sandboxed like the help walk. Returns the first version-looking token of the first
-    run that exits 0 and prints one (``aws-cli/1.46.3 Python/...`` gives ``1.46.3``), else ``None``.
+    run that exits 0 and prints one (``aws-cli/1.46.3 Python/...`` gives ``1.46.3``), else the
+    version of the package that installed it (:func:`librarian.installed.package_of_program`), else
+    ``None``.
 
     Raises:
         InvalidInputError: ``argv0`` is empty or starts with ``-``.
@@ -282,6 +287,13 @@ class _Walker:
         self._learned: dict[int, tuple[_Strategy, ...]] = {}
         self._advertised = False
         self._advert = re.compile(rf"(?<![\w/-]){re.escape(name)}(?:\s+<[^>\s]+>)+\s+help\b")
+        # A root page that lists no commands may still name them: "More information: ajv help
+        # validate", or a usage table of "validate:  ajv [validate] -s schema".
+        tool = re.escape(name)
+        self._named_commands = (
+            re.compile(rf"(?m)^\s*{tool}\s+help\s+([A-Za-z0-9][\w-]*)\s*$"),
+            re.compile(rf"(?m)^\s*([A-Za-z0-9][\w-]*):\s+{tool}\s+\[?\1\b"),
+        )
 
     def doc_path(self, path: tuple[str, ...]) -> str:
         return "/".join(path) or self._name
@@ -319,7 +331,12 @@ class _Walker:
             text = stdout if stdout.strip() else stderr
             page = parse_help(text)
             capped = f"`{shown}` printed more than {self._sandbox.output_cap} bytes; output truncated"
-            if not looks_like_help(page, text, out.returncode, parent_text, killed=out.truncated):
+            named = [] if path or page.subcommands else self._commands_named_in(text)
+            # A root page that only names its commands ("TOOL help CMD") is help, if the run succeeded.
+            if not (
+                looks_like_help(page, text, out.returncode, parent_text, killed=out.truncated)
+                or (named and out.returncode == 0)
+            ):
                 if out.truncated:
                     return self._failed(path, capped)
                 failures.append(f"`{shown}` ({_why_not_help(text, out.returncode, parent_text)})")
@@ -336,8 +353,12 @@ class _Walker:
                 examples=page.examples,
             )
             problems = [SourceProblem(self.doc_path(path), capped)] if out.truncated else []
-            return _Fetched(command, text, page.subcommands, problems)
+            return _Fetched(command, text, page.subcommands or named, problems)
         return self._failed(path, "no help strategy printed help: " + ("; ".join(failures) or "none applied"))
+
+    def _commands_named_in(self, text: str) -> list[tuple[str, str]]:
+        words = [word for pattern in self._named_commands for word in pattern.findall(text)]
+        return [(word, "") for word in dict.fromkeys(words) if word != "help"]
 
     def _failed(self, path: tuple[str, ...], reason: str) -> _Fetched:
         return _Fetched(None, problems=[SourceProblem(self.doc_path(path), reason)])

@@ -53,8 +53,9 @@ _GLOBAL_TITLE = re.compile(r"(?i)global|general|inherited")
 
 _OPTION_START = re.compile(r"-{1,2}(?:\[no-\])?[A-Za-z0-9?@#]")
 _OPTION_NAME = re.compile(r"(-{1,2})(\[no-\])?([A-Za-z0-9?@#][\w.?@#-]*)")
-# A value attached to the option token: --out=FILE, --fixup=[(amend|reword):]<commit>, -u[<mode>].
-_ATTACHED_VALUE = re.compile(r"\[?=\S*[^\s,]|\[[^\]\s]*\]|<[^>]*>")
+# A value attached to the option token: --out=FILE, --fixup=[(amend|reword):]<commit>, -u[<mode>],
+# or a bare "--errors=" (a value follows; the description says which).
+_ATTACHED_VALUE = re.compile(r"\[?=\S*[^\s,]|\[[^\]\s]*\]|<[^>]*>|=(?=\s|$)")
 # A value after a space: <file>, [<file>], {a,b}, FILE (single space only: two spaces start prose).
 _SPACED_VALUE = re.compile(
     r"\s+(\[<[^>]*>\]|<[^>]*>[^\s,]*|\{[^}\s]*\})|\s([A-Z][A-Z0-9_-]*)(?![\w])|\s(\[[^\]\s]*\]\S*)"
@@ -72,6 +73,13 @@ _VERSION = re.compile(
 
 _MAX_DESCRIPTION = 1500
 _MAX_OPTION_DESCRIPTION = 500
+# "error: ...", "fatal: ...", "tool: unknown option", "Unrecognized arguments": a run that went wrong.
+_ERROR_FIRST_LINE = re.compile(
+    r"(?i)(?:error|fatal)\b|[\w.-]+:\s+(?:error|unknown|unrecognized|invalid|illegal)\b"
+    r"|(?:unknown|unrecognized|invalid|illegal|unexpected)\s+(?:option|argument|parameter|command|flag)"
+)
+# "- concise: Print diagnostics" in a "Possible values:" list.
+_VALUE_ITEM = re.compile(r"^[-*]\s+([\w.+/-]+)\s*(?::|$)")
 _MAX_SYNOPSIS = 4000
 _MAX_EXAMPLE = 1500
 _MAX_EXAMPLES = 8
@@ -166,11 +174,15 @@ def looks_like_help(
 
     The page must parse to a synopsis, options or subcommands; a tool that ignores an unknown word
     prints its parent's help, which is refused. The exit status must be 0 unless the run was killed
-    (its status then means nothing) or the page lists options (``git commit -h`` exits 129).
+    (its status then means nothing) or the page lists options (``git commit -h`` exits 129). A failed
+    run whose first line is an error (``error: parameter --help is unknown`` before a usage summary)
+    printed the usage of a mistake, not the help asked for: another way of asking may get it.
     """
     if not (page.synopsis or page.options or page.subcommands):
         return False
     if parent_text is not None and text == parent_text:
+        return False
+    if returncode != 0 and not killed and _ERROR_FIRST_LINE.match(text.lstrip()):
         return False
     return killed or returncode == 0 or bool(page.options)
 
@@ -355,6 +367,22 @@ def _paragraphs(lines: list[str]) -> list[list[str]]:
     return [p for p in paragraphs if p]
 
 
+def _value_note(paragraph: list[str]) -> str:
+    """A later paragraph of an option that says which values it takes, as one bracketed note.
+
+    clap's long help puts ``[default: x]``/``[possible values: a, b]`` in a paragraph of their own, or a
+    ``Possible values:`` list of ``- name: what it does`` lines. Other later paragraphs (man pages go
+    on for pages) stay out of the one-paragraph description.
+    """
+    text = " ".join(line.strip() for line in paragraph)
+    if text.startswith("[") and text.endswith("]"):
+        return text
+    if paragraph[0].strip().lower().rstrip(":") in ("possible values", "allowed values", "choices"):
+        values = [m.group(1) for line in paragraph[1:] if (m := _VALUE_ITEM.match(line.strip()))]
+        return f"[possible values: {', '.join(values)}]" if values else ""
+    return ""
+
+
 def _first_paragraph(lines: list[str]) -> list[str]:
     paragraphs = _paragraphs(lines)
     return paragraphs[0] if paragraphs else []
@@ -513,7 +541,10 @@ def _parse_option(head: str, body: list[str], group: str, typeset: bool) -> CliO
         pos = type_hint.end()
     first = head[pos:].strip()
     paragraphs = _paragraphs([first, *body] if first else body)
-    description = _trim(_reflow(paragraphs[0], typeset), _MAX_OPTION_DESCRIPTION) if paragraphs else ""
+    description = ""
+    if paragraphs:
+        notes = [note for paragraph in paragraphs[1:] if (note := _value_note(paragraph))]
+        description = _trim(" ".join([_reflow(paragraphs[0], typeset), *notes]), _MAX_OPTION_DESCRIPTION)
     name = next((n for n in names if n.startswith("--")), names[0])
     aliases = tuple(dict.fromkeys(n for n in names if n != name))
     takes_value = hint is not None and hint.lower() != "boolean"
@@ -523,6 +554,8 @@ def _parse_option(head: str, body: list[str], group: str, typeset: bool) -> CliO
 def _unwrap_value(token: str) -> str:
     if token.startswith("[=") and token.endswith("]"):
         return token[2:-1]
+    if token == "=":
+        return "VALUE"
     if token.startswith("="):
         return token[1:]
     if token.startswith("[") and token.endswith("]"):
