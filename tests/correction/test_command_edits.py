@@ -146,6 +146,40 @@ def test_a_flag_becomes_a_listed_value_with_the_flag_it_requires() -> None:
     assert best.argv == ["fmt", "--enable-unstable-feature=string_processing", "--preview", "a.py"]
 
 
+def test_a_correction_never_brings_in_an_option_that_only_prints_help() -> None:
+    """`--help` lists `unstable` among its values; the output names the flag to use instead."""
+    help_option = OptionDoc(
+        "--help",
+        ("-h",),
+        takes_value=True,
+        value_hint="[<CONTEXT>]",
+        description="Print help [possible values: unstable, full]",
+    )
+    kv = OptionDoc("--unstable-kv", description="Enable unstable KV APIs")
+    page = CommandDoc(
+        "run",
+        (),
+        {help_option.name: help_option, "-h": help_option, kv.name: kv},
+        frozenset(),
+        tuple(synopsis_forms("run [OPTIONS] [SCRIPT_ARG]...")),
+        "run [OPTIONS] [SCRIPT_ARG]...",
+    )
+    failure = FailureInput(
+        argv=["tool", "run", "--unstable", "--allow-read", "kv.ts"],
+        exit_code=1,
+        stderr=(
+            "Warning The `--unstable` flag has been removed in Deno 2.0. Use granular `--unstable-*` flags "
+            "instead.\nerror: Uncaught TypeError: openKv is not a function\n"
+            "    hint: Run again with `--unstable-kv` flag to enable this API."
+        ),
+        tree=CommandTree([page]),
+        tool="tool",
+    )
+    proposed = CommandEdits().propose(failure)
+    assert proposed and not any("--help" in token for c in proposed for token in c.argv)
+    assert proposed[0].argv == ["tool", "run", "--unstable-kv", "--allow-read", "kv.ts"]
+
+
 def test_a_template_in_the_error_inserts_the_subcommand() -> None:
     hints = command_hints(
         "error: `tool <path>` has been removed. Use `tool check <path>` instead.", ["tool", "a.py"]
@@ -160,12 +194,26 @@ def test_ignored_and_required_options_are_read_from_the_output() -> None:
     assert [r.option for r in hints.ignored] == ["--loglevel"]
     required = command_hints("'--feature' requires '--preview'.", ["tool", "--feature=x"])
     assert required.required_options == ("--preview",)
+    listed = command_hints(
+        "error: the following required arguments were not provided:\n  --global\n\n"
+        "Note: Permission flags can only be used in a global setting --not-this",
+        ["tool", "install", "-n", "hello", "hello.ts"],
+    )
+    assert listed.required_options == ("--global",)
+    hinted = command_hints(
+        "error: openKv is not a function\n  hint: Run again with `--unstable-kv` flag to enable this API.",
+        ["tool", "run", "kv.ts"],
+    )
+    assert hinted.required_options == ("--unstable-kv",)
 
 
 def test_names_keep_their_meaning_or_not() -> None:
     assert keeps_meaning("--clear-app-data", "--reset-app-data")
     assert keeps_meaning("--format", "--output-format")
     assert not keeps_meaning("--screw-ie8", "--ie")
+    assert not keeps_meaning("--allow-none", "--allow-net")
+    assert keeps_meaning("--testPathPattern", "--testPathPatterns")
+    assert keeps_meaning("--out-dir", "--out-directory")
     assert name_similarity("--testPathPattern", "--testPathPatterns") > 0.8
 
 

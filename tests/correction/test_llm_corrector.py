@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,40 @@ def test_the_task_environment_never_reaches_the_model(fake: FakeLLMServer) -> No
     # Tasks carry their secrets in env: names may be shown, values never.
     assert "TOOL_HOME" in user and "/srv/tool" not in user and "<masked>" in user
     assert proposal.validated.retry_payload["env"] == FAILED_PAYLOAD["env"]
+
+
+def test_the_model_sees_the_offline_candidates_and_the_chain_of_failed_runs(fake: FakeLLMServer) -> None:
+    request = replace(
+        REQUEST,
+        candidates=[
+            {
+                "argv": ["tool", "send", "notes.txt", "--color", "red"],
+                "strategy": "command_edit",
+                "confidence": 0.62,
+                "rationale": "rename --colour to --color: documented in `tool send` 4.2.0",
+            }
+        ],
+        chain=[
+            {
+                "argv": ["tool", "push", "notes.txt", "--colour", "red"],
+                "exit_code": 2,
+                "stderr": "no command push",
+            },
+            {"argv": FAILED_PAYLOAD["argv"], "exit_code": 2, "stderr": "unknown option --colour"},
+        ],
+    )
+    fake.queue(plan(["tool", "send", "notes.txt", "--color", "red"]))
+    corrector(fake).propose(request)
+    user = fake.requests[0].body["messages"][1]["content"]
+    assert "Candidates the offline strategies found" in user
+    assert '["tool", "send", "notes.txt", "--color", "red"] by command_edit, confidence 0.62' in user
+    assert "documented in `tool send` 4.2.0" in user
+    assert "failed runs so far, oldest first:\n1. " in user and "exited 2: no command push" in user
+    assert user.index("no command push") < user.index("exited 2: unknown option --colour")
+
+
+def test_a_single_failed_run_is_not_shown_as_a_chain(fake: FakeLLMServer) -> None:
+    fake.queue(plan(["tool", "send", "notes.txt", "--color", "red"]))
+    corrector(fake).propose(REQUEST)
+    user = fake.requests[0].body["messages"][1]["content"]
+    assert "failed runs so far" not in user and "Candidates the offline" not in user

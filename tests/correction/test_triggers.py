@@ -175,6 +175,7 @@ def test_deprecation_with_failure_is_drift(tmp_path: Path) -> None:
         ("`BaseSettings` has been moved to the `pydantic-settings` package.", "removed"),
         ("Want to run without a config file? Use --no-config", "suggested-option"),
         ('[error] Couldn\'t resolve parser "postcss"', "invalid-choice"),
+        ("error: parameter --validate-formats must be boolean", "invalid-choice"),
         ("TypeError: simpson() takes 1 positional argument but 2 were given", "python-api-changed"),
         ("AttributeError: 'ImageDraw' object has no attribute 'textsize'", "python-api-changed"),
     ],

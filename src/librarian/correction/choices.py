@@ -17,6 +17,8 @@ Example:
     ('always', 'parens-division', 'parens', 'strict')
     >>> choices("", "Choose language: language code 'es', 'de', etc. or 'alias' to use English aliases")
     ('es', 'de', 'alias')
+    >>> choices("false", "disable format validation")  # "--validate-formats=false": a boolean
+    ('true', 'false')
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ _QUOTED = re.compile(r"[`'\"‘“]([^`'\"’”\s]+)[`'\"’”]")
 _SEPARATOR = re.compile(r"\s*(?:,|\||/|\bor\b|\band\b)\s*")
 _FILLER = frozenset({"etc", "default", "defaults", "e.g", "eg", "the", "a", "an", "value", "values"})
 _MAX_CHOICES = 40
+# "--strict=false", "--color=true": the hint is the value to write, so the option is a boolean. (A
+# "boolean" *type* hint is not here: yargs and commander print "[boolean]" for a plain flag.)
+_BOOLEAN_LITERALS = frozenset({"true", "false"})
 
 
 def choices(value_hint: str | None, description: str | None) -> tuple[str, ...]:
@@ -52,6 +57,8 @@ def choices(value_hint: str | None, description: str | None) -> tuple[str, ...]:
     note or a set-shaped hint is read whole. At most 40 values.
     """
     hint = (value_hint or "").strip()
+    if hint.lower() in _BOOLEAN_LITERALS:
+        return ("true", "false")
     found: list[str] = []
     match = _HINT_SET.match(hint)
     if match:

@@ -56,6 +56,9 @@ __all__ = ["CommandEdits", "name_similarity"]
 _CAP = 0.95
 _PAIR_FACTOR = 0.92
 _MAX_SINGLES_PAIRED = 12
+# Options that print something about the tool instead of doing the task: never a correction's doing.
+_INFORMATIONAL = frozenset({"--help", "-h", "-?", "--usage", "--version", "-V"})
+_KEEPS_REJECTED_FACTOR = 0.7
 # Words that say how, not what: they do not make two option names related.
 _GENERIC = frozenset(
     [
@@ -171,16 +174,19 @@ def keeps_meaning(old: str, new: str) -> bool:
     """Whether ``new`` keeps most of ``old``'s meaning words (or is a near-identical spelling).
 
     A rename keeps what the option was about; ``--screw-ie8`` and ``--ie`` share a word but not a
-    meaning, ``--clear-app-data`` and ``--reset-app-data`` do.
+    meaning, ``--clear-app-data`` and ``--reset-app-data`` do; ``--allow-none`` and ``--allow-net``
+    are spelt alike but mean different things.
     """
     a, b = old.lstrip("-").lower(), new.lstrip("-").lower()
-    if (
-        re.sub(r"[-_.]", "", a) == re.sub(r"[-_.]", "", b)
-        or difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
-    ):
+    if re.sub(r"[-_.]", "", a) == re.sub(r"[-_.]", "", b):
         return True
     wa, wb = set(_content_words(a)), set(_content_words(b))
-    return bool(wa) and len(wa & wb) / len(wa) >= 0.6
+    if not wa or not wb:
+        return difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
+    # A word is kept as itself, or shortened or spelled out (``dir``, ``directory``); a near spelling
+    # of another word is not (``--allow-none`` and ``--allow-net`` differ by one meaning word).
+    kept = [w for w in wa if any(w == x or x.startswith(w) or w.startswith(x) for x in wb)]
+    return len(kept) / len(wa) >= 0.6
 
 
 # -- the scene ---------------------------------------------------------------------------------------
@@ -294,8 +300,9 @@ def _named_renames(
                 prior = 0.88
             elif suggestion:
                 # A tool's "did you mean" is spelling distance, not meaning: trust it as far as the
-                # names are related.
-                prior = 0.5 + 0.38 * similarity
+                # names are related, and not at all when a meaning word differs.
+                kept = keeps_meaning(target.option, words[0].partition("=")[0])
+                prior = 0.5 + 0.38 * similarity if kept else 0.5
             else:
                 prior = 0.8
             prior *= 1.0 if rank == 0 else 0.9
@@ -780,11 +787,22 @@ def _candidate(scene: _Scene, edits: Sequence[Edit], strategy: str) -> Candidate
     argv = apply_edits(scene.argv, edits)
     if argv == scene.argv or (not argv[scene.program_length :] and scene.argv[scene.program_length :]):
         return None
+    introduced = _introduced(scene.argv, argv)
+    if introduced & _INFORMATIONAL:
+        return None  # `--help=unstable` exits 0 having done nothing the task asked
+    names = [token.partition("=")[0] for token in argv if is_option(token)]
+    if any(names.count(name) > 1 for name in introduced):
+        return None  # two edits brought in the same option
     dropped = [token for edit in edits for token in edit.drops]
     check = check_against_docs(
         argv, scene.argv, scene.tree, program_length=scene.program_length, dropped=dropped
     )
     prior = edits[0].prior if len(edits) == 1 else min(e.prior for e in edits) * _PAIR_FACTOR
+    # An option the output called unknown, removed or ignored, still there as it was: the command
+    # would meet the same complaint again.
+    touched = {index for edit in edits for index in range(edit.start, edit.end)}
+    if any(target.index not in touched for target in scene.hints.targets):
+        prior *= _KEEPS_REJECTED_FACTOR
     confidence = round(min(_CAP, prior * check.factor), 4)
     return Candidate(
         argv=argv,
@@ -839,7 +857,9 @@ def _introduced(before: Sequence[str], after: Sequence[str]) -> set[str]:
 
 
 def _distinct(page: CommandDoc) -> list[OptionDoc]:
-    return list(dict.fromkeys(page.options.values()))
+    """The page's options, each once, without those that only print information (help, version)."""
+    options = dict.fromkeys(page.options.values())
+    return [option for option in options if not set(option.spellings) & _INFORMATIONAL]
 
 
 def _content_words(name: str) -> list[str]:

@@ -69,12 +69,14 @@ _SUBCOMMAND_REQUIRED = re.compile(
 )
 _QUOTED = re.compile(r"[`'\"‘“]([^`'\"’”\n]+)[`'\"’”]")
 # "'--a' requires '--b'", "--a can only be used with --b", "the following arguments are required: --b",
-# "Missing option '--b'", "required arguments were not provided: --b"
+# "Missing option '--b'", "required arguments were not provided: --b" (or listed on the lines below)
 _REQUIRES = re.compile(
     r"(?i)\b(?:requires?|needs?|can only be used (?:together )?with|must be used (?:together )?with|"
     r"(?:the following )?(?:arguments?|options?) (?:are|is) required|"
     r"missing (?:required )?(?:option|argument)s?|"
     r"required (?:arguments?|options?) (?:were|was) not provided)\b[^\n]*"
+    # clap lists them below, one indented option per line
+    r"(?:\n[ \t]+-[^\n]*)*"
 )
 _DASHED_NAME = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 # "No dialect was specified": a setting named in words that the command line must now give.
@@ -85,10 +87,11 @@ _UNSPECIFIED = re.compile(
 _AVAILABLE = re.compile(
     r"(?i)\b(?:available|valid|supported|possible) [\w -]{0,30}?:\s*(?P<list>[^\n]+(?:\n\s*[\w, -]+)?)"
 )
-# "Want to run without a config file? Use --no-config": an option the output suggests adding.
+# "Want to run without a config file? Use --no-config", "Run again with `--unstable-kv` flag to enable
+# this API": an option the output suggests adding.
 _SUGGESTED = re.compile(
     r"(?im)\b(?:use|try|pass|add|run (?:again )?with)\s+[`'\"]?(--(?!help\b|version\b)[A-Za-z][\w.-]*)[`'\"]?"
-    r"(?:\s+instead)?\s*[.!]?\s*$"
+    r"(?:\s+instead|\s+(?:flag|option|switch)\b[^\n]*)?\s*[.!]?\s*$"
 )
 
 
