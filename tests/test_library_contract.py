@@ -254,3 +254,12 @@ def test_connector_documents_keep_entities_and_attributes(library: Librarian, tm
     assert top.entity_name == "s3api put-object" and top.entity_type == "command"
     assert top.attributes == {"options": ["--bucket", "--tagging"]}
     assert top.source_url == "cli://aws/s3api/put-object" and "--tagging" not in top.content
+
+
+def test_a_warm_up_in_the_background_can_be_waited_for(library: Librarian) -> None:
+    assert library.wait_until_warm() == 0.0 and not library.is_warm  # nothing started: no wait
+    library.start_warm_up()
+    waited = library.wait_until_warm(timeout=120)
+    assert library.is_warm and waited >= 0.0
+    assert library.wait_until_warm() == 0.0  # done: later callers never wait
+    assert library.search("upload a file with tags") is not None

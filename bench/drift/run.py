@@ -6,7 +6,8 @@ file (a ``file_writer`` task per file, then the task itself with the environment
 with the real CLI in a data directory, then reads what happened from that directory's store: the
 task's final output (for the check), the loop's timeline (research calls, the strategy that won, the
 chain depth, documentation indexed on demand) and the event log (correction time: from the failure
-being recorded to the corrected retry being scheduled, documentation indexing left out).
+being recorded to the corrected retry being scheduled, documentation indexing left out; and, apart,
+the wait for the embedding model a new process loads once).
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ class WorkflowRun:
     research_calls: int = 0
     corrections: list[dict[str, Any]] = field(default_factory=list)
     correction_seconds: list[float] = field(default_factory=list)
+    correction_seconds_with_model_load: list[float] = field(default_factory=list)
     indexing_seconds: float = 0.0
+    model_load_seconds: float = 0.0
     strategy: str | None = None
     depth: int = 0
     wall_seconds: float = 0.0
@@ -282,13 +285,23 @@ def _measure(result: WorkflowRun, data: Path) -> None:
             result.depth = max(int(c["depth"] or 0) for c in result.corrections)
         indexing = [float(e.data.get("seconds") or 0.0) for e in steps if e.stage == "docs"]
         result.indexing_seconds = round(sum(indexing), 3)
-        result.correction_seconds = _correction_seconds(sessions, result.workflow_id, steps)
+        loading = [float(e.data.get("seconds") or 0.0) for e in steps if e.stage == "warm_up"]
+        result.model_load_seconds = round(sum(loading), 3)
+        result.correction_seconds = _correction_seconds(
+            sessions, result.workflow_id, steps, ("docs", "warm_up")
+        )
+        result.correction_seconds_with_model_load = _correction_seconds(
+            sessions, result.workflow_id, steps, ("docs",)
+        )
     finally:
         engine.dispose()
 
 
-def _correction_seconds(sessions: Any, workflow_id: str, steps: list[Any]) -> list[float]:
-    """Per correction: from the failure recorded to the corrected retry scheduled, indexing left out."""
+def _correction_seconds(
+    sessions: Any, workflow_id: str, steps: list[Any], left_out: tuple[str, ...]
+) -> list[float]:
+    """Per correction: from the failure recorded to the corrected retry scheduled, without the time of
+    the ``left_out`` steps (``docs``: indexing on demand; ``warm_up``: waiting for the model to load)."""
     with sessions() as session:
         task = session.scalar(
             select(Task).where(Task.workflow_id == uuid.UUID(workflow_id), Task.task_key == MAIN_TASK)
@@ -298,7 +311,7 @@ def _correction_seconds(sessions: Any, workflow_id: str, steps: list[Any]) -> li
         events = list(
             session.scalars(select(TaskEvent).where(TaskEvent.task_id == task.task_id).order_by(TaskEvent.id))
         )
-    docs = [(as_utc(e.at), float(e.data.get("seconds") or 0.0)) for e in steps if e.stage == "docs"]
+    docs = [(as_utc(e.at), float(e.data.get("seconds") or 0.0)) for e in steps if e.stage in left_out]
     seconds: list[float] = []
     failed_at = None
     for event in events:

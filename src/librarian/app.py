@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -21,7 +22,7 @@ from librarian.config import Settings
 from librarian.embeddings.base import Embedder
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.embeddings.factory import create_embedder
-from librarian.errors import InvalidInputError
+from librarian.errors import InvalidInputError, LibrarianError
 from librarian.index.base import SearchFilter, VectorStore
 from librarian.index.exact import ExactScopeSearch
 from librarian.index.factory import create_vector_store
@@ -104,6 +105,8 @@ class Librarian:
         # Which entities declare which options, per SDK version (error-driven research).
         self.acceptors = AcceptorCache()
         self._wiring = threading.Lock()
+        self._warm_up_started = False
+        self._warm_up_done = threading.Event()
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -135,8 +138,40 @@ class Librarian:
         process that will answer when something fails, such as the self-correcting loop, calls this
         when it starts (in a background thread) so the answer is not delayed by it.
         """
-        self.cache.embed_query("warm up")
-        self.vectors.active()
+        self._warm_up_started = True
+        try:
+            self.cache.embed_query("warm up")
+            self.vectors.active()
+        finally:
+            self._warm_up_done.set()
+
+    def start_warm_up(self) -> None:
+        """Run :meth:`warm_up` in a background thread (errors are logged: the first search reports them)."""
+        self._warm_up_started = True
+        threading.Thread(target=self._warm_up_quietly, name="librarian-warm-up", daemon=True).start()
+
+    @property
+    def is_warm(self) -> bool:
+        """Whether a warm-up has finished (successfully or not)."""
+        return self._warm_up_done.is_set()
+
+    def wait_until_warm(self, timeout: float | None = None) -> float:
+        """Wait for a warm-up in progress to finish; the seconds waited (0 when none runs).
+
+        Lets a caller tell the one-time cost of a process's first search (loading the model) apart
+        from the cost of the search itself.
+        """
+        if not self._warm_up_started or self._warm_up_done.is_set():
+            return 0.0
+        started = time.perf_counter()
+        self._warm_up_done.wait(timeout)
+        return time.perf_counter() - started
+
+    def _warm_up_quietly(self) -> None:
+        try:
+            self.warm_up()
+        except LibrarianError as exc:
+            logger.warning("could not warm up the documentation store: %s", exc.message)
 
     @property
     def retriever(self) -> HybridRetriever:

@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [
     "librarian.correction.choices",
-    "librarian.correction.command_edits",
+    "librarian.correction.names",
     "librarian.correction.command_tree",
     "librarian.correction.docs_check",
     "librarian.correction.edits",
@@ -25,6 +25,7 @@ MODULES = [
     "librarian.correction.pycode.failure",
     "librarian.correction.pycode.source",
     "librarian.runtime.task_env",
+    "librarian.installed",
 ]
 
 

@@ -500,3 +500,23 @@ def test_a_tool_that_documents_itself_only_through_help_command(tmp_path: Path) 
     options = {option.name: option for option in by_name["validate"].options}
     assert options["--errors"].takes_value and options["--errors"].description.startswith("error reporting")
     assert options["--strict"].value_hint == "false"
+
+
+def test_clap_short_help_long_only_option_right_after_an_inline_description() -> None:
+    page = parse_help(
+        textwrap.dedent(
+            """\
+            Usage: tool run [OPTIONS] [SCRIPT_ARG]...
+
+            Options:
+                  --ext <ext>             Set content type [possible values: ts, js]
+              -h, --help[=<CONTEXT>]      [possible values: unstable, full]
+                  --location <HREF>       Value of globalThis.location
+              -q, --quiet                 Suppress diagnostic output
+            """
+        )
+    )
+    by_name = {o.name: o for o in page.options}
+    assert list(by_name) == ["--ext", "--help", "--location", "--quiet"]
+    assert by_name["--help"].description == "[possible values: unstable, full]"
+    assert by_name["--location"].value_hint == "<HREF>"

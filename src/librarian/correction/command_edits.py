@@ -27,7 +27,7 @@ Nothing here names a tool, an option or a command.
 
 from __future__ import annotations
 
-import difflib
+import fnmatch
 import itertools
 import os
 import re
@@ -42,6 +42,7 @@ from librarian.correction.edits import Edit, apply_edits, compatible
 from librarian.correction.error_hints import CommandHints, command_hints
 from librarian.correction.helpdocs import CommandDoc, OptionDoc, command_doc
 from librarian.correction.matching import STRONG, WEAK, facets, score, singular
+from librarian.correction.names import content_words, keeps_meaning, name_similarity
 from librarian.correction.replacement import Replacement
 from librarian.correction.values import (
     ParsedCommand,
@@ -51,7 +52,7 @@ from librarian.correction.values import (
     parse_command,
 )
 
-__all__ = ["CommandEdits", "name_similarity"]
+__all__ = ["CommandEdits", "keeps_meaning", "name_similarity"]
 
 _CAP = 0.95
 _PAIR_FACTOR = 0.92
@@ -59,32 +60,9 @@ _MAX_SINGLES_PAIRED = 12
 # Options that print something about the tool instead of doing the task: never a correction's doing.
 _INFORMATIONAL = frozenset({"--help", "-h", "-?", "--usage", "--version", "-V"})
 _KEEPS_REJECTED_FACTOR = 0.7
-# Words that say how, not what: they do not make two option names related.
-_GENERIC = frozenset(
-    [
-        "enable",
-        "disable",
-        "use",
-        "show",
-        "no",
-        "with",
-        "without",
-        "allow",
-        "set",
-        "get",
-        "do",
-        "is",
-        "the",
-        "a",
-        "an",
-        "experimental",
-        "force",
-    ]
-)
 _BOOLEAN = frozenset(["on", "off", "true", "false", "yes", "no", "1", "0", "y", "n", "enabled", "disabled"])
 _FALSE = frozenset(["off", "false", "no", "0", "n", "disabled"])
 _DEFAULT_COMMAND = re.compile(r"(?i)\(default\)|\bdefault (?:sub)?command\b|\bthe default\b")
-_WORDS = re.compile(r"[A-Za-z][a-z]*|[A-Z]+(?![a-z])|\d+")
 
 
 @dataclass(frozen=True)
@@ -141,52 +119,6 @@ class CommandEdits:
                 found[key] = candidate
         ranked_candidates = sorted(found.values(), key=lambda c: -c.confidence)
         return ranked_candidates[: self.max_candidates]
-
-
-def name_similarity(old: str, new: str) -> float:
-    """How clearly two option or command names are related, 0..1.
-
-    Equal once separators are ignored (``--loglevel``, ``--log-level``): 1. Otherwise how much of
-    the old name's meaning words the new one keeps, and how few it adds (``--format`` is all of
-    ``--output-format`` but one word), or, for near-identical spellings, the character similarity.
-
-    Example:
-        >>> name_similarity("--loglevel", "--log-level")
-        1.0
-        >>> round(name_similarity("--format", "--output-format"), 2)
-        0.75
-        >>> name_similarity("--show-source", "--show-fixes") < 0.5
-        True
-    """
-    a, b = old.lstrip("-").lower(), new.lstrip("-").lower()
-    if re.sub(r"[-_.]", "", a) == re.sub(r"[-_.]", "", b):
-        return 1.0
-    ratio = difflib.SequenceMatcher(None, a, b).ratio()
-    wa, wb = set(_content_words(a)), set(_content_words(b))
-    words = 0.0
-    if wa and wb:
-        shared = len(wa & wb)
-        words = 0.5 * shared / len(wa) + 0.5 * shared / len(wa | wb)
-    return max(words, ratio if ratio >= 0.8 else 0.6 * ratio)
-
-
-def keeps_meaning(old: str, new: str) -> bool:
-    """Whether ``new`` keeps most of ``old``'s meaning words (or is a near-identical spelling).
-
-    A rename keeps what the option was about; ``--screw-ie8`` and ``--ie`` share a word but not a
-    meaning, ``--clear-app-data`` and ``--reset-app-data`` do; ``--allow-none`` and ``--allow-net``
-    are spelt alike but mean different things.
-    """
-    a, b = old.lstrip("-").lower(), new.lstrip("-").lower()
-    if re.sub(r"[-_.]", "", a) == re.sub(r"[-_.]", "", b):
-        return True
-    wa, wb = set(_content_words(a)), set(_content_words(b))
-    if not wa or not wb:
-        return difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
-    # A word is kept as itself, or shortened or spelled out (``dir``, ``directory``); a near spelling
-    # of another word is not (``--allow-none`` and ``--allow-net`` differ by one meaning word).
-    kept = [w for w in wa if any(w == x or x.startswith(w) or w.startswith(x) for x in wb)]
-    return len(kept) / len(wa) >= 0.6
 
 
 # -- the scene ---------------------------------------------------------------------------------------
@@ -282,10 +214,11 @@ def _named_renames(
         if not _replacement_for(scene, replacement, target):
             continue
         named = replacement.old is not None
-        suggestion = _is_suggestion(replacement.text)
+        suggestion = replacement.suggestion or _is_suggestion(replacement.text)
         # Of several alternatives, the one closest to the rejected option is the likeliest meaning.
         alternatives = sorted(
-            replacement.new, key=lambda n: -name_similarity(target.option, n.split()[0].partition("=")[0])
+            _members(scene, replacement.new, target.option),
+            key=lambda n: -name_similarity(target.option, n.split()[0].partition("=")[0]),
         )
         for rank, new in enumerate(alternatives):
             words = new.split()
@@ -374,7 +307,7 @@ def _flag_to_value(
         return
     if target.option.startswith("--no-") or (values and values[0].lower() in _FALSE):
         return  # a negated flag means the opposite of the value its words would pick
-    wanted = set(_content_words(target.option))
+    wanted = set(content_words(target.option))
     if not wanted:
         return
     for option in _distinct(page):
@@ -383,9 +316,9 @@ def _flag_to_value(
         listed = choices(option.value_hint, option.description)
         if not listed:
             continue
-        name_words = set(_content_words(option.name))
+        name_words = set(content_words(option.name))
         for value in listed:
-            value_words = set(_content_words(value))
+            value_words = set(content_words(value))
             on_value = wanted & value_words
             if not on_value:
                 continue
@@ -415,10 +348,10 @@ def _to_positional(
     """``--file x`` -> ``x`` when the usage takes a positional argument named like the option."""
     if len(values) != 1 or _boolean(values):
         return
-    wanted = set(_content_words(target.option))
+    wanted = set(content_words(target.option))
     for form in page.forms:
         for placeholder in form.positionals:
-            overlap = wanted & set(_content_words(placeholder.name))
+            overlap = wanted & set(content_words(placeholder.name))
             if overlap:
                 yield Edit(
                     "to_positional",
@@ -630,7 +563,7 @@ def _unspecified_option_edits(scene: _Scene) -> Iterator[Edit]:
     page = scene.page
     if page is None or not scene.hints.unspecified:
         return
-    meant = set(_content_words(scene.intent))
+    meant = set(content_words(scene.intent))
     at = scene.program_length + len(scene.path)
     for name in scene.hints.unspecified:
         option = page.options.get(f"--{name}")
@@ -688,10 +621,10 @@ def _option_to_subcommand(scene: _Scene, target: RejectedOption) -> Iterator[Edi
     (the subcommand's own description says what the option said)."""
     if target.index != scene.program_length + len(scene.path):
         return  # only an option right where a subcommand would go
-    wanted = set(_content_words(target.option))
+    wanted = set(content_words(target.option))
     for doc in scene.tree.children(scene.path):
         name = doc.path[-1]
-        summary = set(_content_words(" ".join(str(doc.snippet.get("content") or "").split()[:40])))
+        summary = set(content_words(" ".join(str(doc.snippet.get("content") or "").split()[:40])))
         if name == target.option.lstrip("-"):
             prior, why = 0.82, f"`{name}` is a documented subcommand now"
         elif wanted and wanted & summary and len(wanted & summary) / len(wanted) >= 0.5:
@@ -795,7 +728,12 @@ def _candidate(scene: _Scene, edits: Sequence[Edit], strategy: str) -> Candidate
         return None  # two edits brought in the same option
     dropped = [token for edit in edits for token in edit.drops]
     check = check_against_docs(
-        argv, scene.argv, scene.tree, program_length=scene.program_length, dropped=dropped
+        argv,
+        scene.argv,
+        scene.tree,
+        program_length=scene.program_length,
+        dropped=dropped,
+        vouched=scene.hints.vouched_options,
     )
     prior = edits[0].prior if len(edits) == 1 else min(e.prior for e in edits) * _PAIR_FACTOR
     # An option the output called unknown, removed or ignored, still there as it was: the command
@@ -862,12 +800,6 @@ def _distinct(page: CommandDoc) -> list[OptionDoc]:
     return [option for option in options if not set(option.spellings) & _INFORMATIONAL]
 
 
-def _content_words(name: str) -> list[str]:
-    """The meaningful lower-case words of an option, value or placeholder name."""
-    stems = [singular(w) for w in _WORDS.findall(name.lstrip("-").replace("_", "-"))]
-    return [w for w in stems if w not in _GENERIC and len(w) > 1]
-
-
 def _boolean(values: Sequence[str]) -> bool:
     return len(values) == 1 and values[0].lower() in _BOOLEAN
 
@@ -913,6 +845,21 @@ def _replaced_in_docs(page: CommandDoc, option: str) -> bool:
 
 def _dropped_values(values: tuple[str, ...], tokens: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v for v in values if v not in tokens)
+
+
+def _members(scene: _Scene, alternatives: Sequence[str], old: str) -> list[str]:
+    """The alternatives, with a pattern (``--unstable-*``) replaced by the options it names that the
+    output vouches for or the docs list."""
+    page = scene.page
+    known = sorted(scene.hints.vouched_options | (set(page.options) if page is not None else set()))
+    out: list[str] = []
+    for alternative in alternatives:
+        first = alternative.split()[0] if alternative.split() else ""
+        if "*" not in first:
+            out.append(alternative)
+            continue
+        out.extend(name for name in known if name != old and fnmatch.fnmatchcase(name, first))
+    return list(dict.fromkeys(out))
 
 
 def _is_suggestion(text: str) -> bool:

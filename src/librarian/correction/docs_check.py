@@ -37,7 +37,8 @@ _LOST_VALUE = 0.7
 _EXTRA_ARGUMENT = 0.6
 _ALL_DOCUMENTED = 1.08
 # Placeholders of a usage line that stand for options or a subcommand, not for an argument.
-_NOT_ARGUMENTS = frozenset({"options", "option", "flags", "flag", "command", "subcommand", "cmd"})
+_COMMAND_WORDS = frozenset({"command", "subcommand", "cmd"})
+_NOT_ARGUMENTS = frozenset({"options", "option", "flags", "flag"}) | _COMMAND_WORDS
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ def check_against_docs(
     *,
     program_length: int = 1,
     dropped: Collection[str] = (),
+    vouched: Collection[str] = (),
 ) -> DocsCheck:
     """Check ``candidate`` (a correction of ``failed``) against the tool's documented commands.
 
@@ -100,6 +102,8 @@ def check_against_docs(
             factor is 1).
         program_length: how many leading tokens name the program.
         dropped: values the correction removes on purpose (with the option that took them).
+        vouched: options the tool's own output told to use ("Run again with `--x`"): they exist
+            even where the help does not show them (a page of unstable flags of its own).
     """
     if not tree:
         return DocsCheck((), True, (), (), (), _lost(candidate, failed, program_length, dropped), 1.0)
@@ -122,7 +126,8 @@ def check_against_docs(
         if use.name in had_names and all(candidate[i] in had for i in use.value_indices):
             continue
         if not _accepted(use.name, doc, root):
-            unknown.append(use.name)
+            if use.name not in vouched:
+                unknown.append(use.name)
             continue
         listed = _listed_values(use.name, doc, root)
         values = [candidate[i] if i != use.index else (use.attached_value or "") for i in use.value_indices]
@@ -132,7 +137,8 @@ def check_against_docs(
     missing = _missing_required(doc, {use.name for use in parsed.options})
     lost = _lost(candidate, failed, program_length, dropped)
     positionals = [value.text for value in parsed.values if value.option is None]
-    extra = _extra_arguments(doc, positionals)
+    has_subcommands = doc is not None and bool(tree.children(doc.path))
+    extra = _extra_arguments(doc, positionals, has_subcommands=has_subcommands)
     factor = 1.0
     documented_path = doc is not None
     if not documented_path:
@@ -176,13 +182,15 @@ def _missing_required(doc: CommandDoc | None, used: set[str]) -> list[str]:
     return best or []
 
 
-def _extra_arguments(doc: CommandDoc | None, positionals: list[str]) -> list[str]:
+def _extra_arguments(doc: CommandDoc | None, positionals: list[str], *, has_subcommands: bool) -> list[str]:
     """The positional arguments no usage form of ``doc`` has room for (none when it is not known)."""
     if doc is None or not doc.forms or not positionals:
         return []
     room = 0
+    # "<command>" stands for a subcommand where there are some; elsewhere it is an argument.
+    excluded = _NOT_ARGUMENTS if has_subcommands else _NOT_ARGUMENTS - _COMMAND_WORDS
     for form in doc.forms:
-        placeholders = [p for p in form.positionals if p.name.lower().strip("[]<>.") not in _NOT_ARGUMENTS]
+        placeholders = [p for p in form.positionals if p.name.lower().strip("[]<>.") not in excluded]
         if any(p.repeatable for p in placeholders):
             return []
         room = max(room, len(placeholders))

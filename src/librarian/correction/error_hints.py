@@ -138,6 +138,13 @@ class CommandHints:
     offered: tuple[str, ...] = field(default=())
 
     @property
+    def vouched_options(self) -> frozenset[str]:
+        """Options the output itself names as the ones to use: the tool knows them."""
+        named = [new.split()[0].partition("=")[0] for r in self.replacements for new in r.new if new.split()]
+        names = [*named, *self.required_options]
+        return frozenset(name for name in names if is_option(name) and "*" not in name)
+
+    @property
     def targets(self) -> tuple[RejectedOption, ...]:
         """The options to change: the rejected ones, then the ignored ones not already among them."""
         seen = {r.index for r in self.rejected}

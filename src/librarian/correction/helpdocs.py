@@ -30,6 +30,8 @@ __all__ = [
     "synopsis_forms",
 ]
 
+# "<file>...", and "[cmd]..." where the dots follow the closing bracket.
+_REPEATED = re.compile(r"\]*\.\.\.")
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 _HEADING = re.compile(r"^#\s+(\S.*)$", re.MULTILINE)
 _OPTION_ITEM = re.compile(r"^[-*]\s+(?P<head>(?:`[^`]+`[ ,]*)+)(?::\s*(?P<description>.*))?$")
@@ -245,13 +247,13 @@ def _parse_form(text: str) -> SynopsisForm:
             elif pending:
                 bracketed.update(pending)  # and, just as likely, an optional positional:
             if not direct and not skipping_alternative:
-                repeatable = token.endswith("...") or text[match.end() : match.end() + 3] == "..."
+                repeatable = token.endswith("...") or bool(_REPEATED.match(text, match.end()))
                 name = token.removesuffix("...").strip("<>")
                 positionals.append(Placeholder(name, not optional and group is None, repeatable))
             pending = []
         elif kind == "word" and token != "or" and "[" in stack and not token.startswith("-"):
             # A lowercase word in brackets is an argument too: "[files...]", "[path]".
-            repeatable = token.endswith("...") or text[match.end() : match.end() + 3] == "..."
+            repeatable = token.endswith("...") or bool(_REPEATED.match(text, match.end()))
             if not skipping_alternative and not pending:
                 positionals.append(Placeholder(token.removesuffix("..."), False, repeatable))
             pending = []

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -103,6 +102,8 @@ from librarian.storage.database import open_database
 __all__ = ["LoopOptions", "SelfCorrectingCorrector", "loop_correctors"]
 
 logger = logging.getLogger(__name__)
+# A wait shorter than this is not worth a line in the timeline.
+_NOTICEABLE_SECONDS = 0.05
 
 DEFAULT_EXECUTOR_TYPES = ("command_executor", "code_executor", "file_writer", "api_caller")
 _STRATEGY_NAMES = (
@@ -432,6 +433,13 @@ class SelfCorrectingCorrector:
         """Index the tool at its version when it is missing, then load its documented commands or API."""
         if self.librarian is None:
             return
+        waited = self.librarian.wait_until_warm()
+        if waited >= _NOTICEABLE_SECONDS:
+            step(
+                "warm_up",
+                f"waited {waited:.1f} s for the embedding model to load (once per process)",
+                {"seconds": round(waited, 3)},
+            )
         version = run.version.version if run.version else None
         path = run.task_env.path(self.environment.path)
         if run.kind == "code":
@@ -718,13 +726,6 @@ class SelfCorrectingCorrector:
         return step
 
 
-def _warm_up(library: Librarian) -> None:
-    try:
-        library.warm_up()
-    except LibrarianError as exc:  # research will report the same problem when it is asked
-        logger.warning("could not warm up the documentation store: %s", exc.message)
-
-
 def _subject_key(attempt: Any) -> Any:
     return attempt.failed_code if attempt.kind == "code" else tuple(attempt.failed_argv)
 
@@ -746,7 +747,7 @@ def loop_correctors(settings: Settings | None = None) -> list[Corrector]:
     settings = settings or Settings.load()
     library = Librarian(settings)
     # The first research of a process would otherwise wait for the embedding model to load.
-    threading.Thread(target=_warm_up, args=(library,), name="librarian-warm-up", daemon=True).start()
+    library.start_warm_up()
     # The store and the runtime share settings.resolved_database_url: one connection pool serves both.
     corrector = SelfCorrectingCorrector.from_settings(settings, librarian=library, sessions=library.sessions)
     corrector._owned_librarian = library

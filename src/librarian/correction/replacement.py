@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from librarian.correction.candidates import Candidate, FailureInput
 from librarian.correction.helpdocs import CommandDoc, documented_paths
+from librarian.correction.names import keeps_meaning
 from librarian.correction.values import ParsedCommand, is_option, parse_command, rejected_options
 
 __all__ = ["ExplicitReplacement", "Replacement", "find_replacements"]
@@ -31,6 +32,12 @@ _PHRASES = (
     # "Please use '--track' or '--set-upstream-to' instead [of '--set-upstream']"
     re.compile(
         rf"(?i)\b(?:use|try|run|call|prefer)\s+(?P<new>{_ITEMS})\s+instead\b(?:\s+of\s+(?P<old>{_ITEM}))?"
+    ),
+    # "Use granular `--unstable-*` flags instead", "use the `--b` option instead": one quoted item
+    # with a word or two around it.
+    re.compile(
+        rf"(?i)\b(?:use|try|prefer)\s+(?:[a-z]+\s+){{1,2}}(?P<new>`[^`\n]+`|'[^'\n]+'|\"[^\"\n]+\")"
+        rf"(?:\s+[a-z]+)?\s+instead\b(?:\s+of\s+(?P<old>{_ITEM}))?"
     ),
     # "--a has been renamed to --b", "x was replaced by y", "x is superseded by y"
     re.compile(
@@ -57,15 +64,21 @@ _SUGGESTION = re.compile(
 _LIST_LINE = re.compile(r"^\s+(?:[*\-•]\s+)?(?P<item>\S+)\s*$")
 _FROM_ERROR = 0.8
 _FROM_DOCS = 0.65
+_SPELLING_ONLY = 0.6
 
 
 @dataclass(frozen=True)
 class Replacement:
-    """One replacement phrase: the old token if the phrase names it, the alternatives it offers."""
+    """One replacement phrase: the old token if the phrase names it, the alternatives it offers.
+
+    ``suggestion`` marks a tool's "did you mean": a near spelling, not a statement of what replaced
+    what. An alternative may be a pattern (``--unstable-*``) that names a family of options.
+    """
 
     old: str | None
     new: tuple[str, ...]
     text: str
+    suggestion: bool = False
 
 
 def find_replacements(text: str) -> list[Replacement]:
@@ -91,7 +104,7 @@ def find_replacements(text: str) -> list[Replacement]:
             items = list(_listed_below(text, match.end()))
         new = tuple(i for i in items if i)
         if new:
-            found.append(Replacement(None, new, _line_at(text, match.start())))
+            found.append(Replacement(None, new, _line_at(text, match.start()), suggestion=True))
     return found
 
 
@@ -150,11 +163,15 @@ class ExplicitReplacement:
         ranked = sorted(replacement.new, key=lambda n: -_similarity(old_token, n))
         out: list[Candidate] = []
         for rank, new in enumerate(ranked):
+            if "*" in new:
+                continue  # a family of options ("--unstable-*"): command edits pick its member
             fixed = _substitute(argv, old_index, new, parsed)
             if fixed is None or fixed == argv:
                 continue
             confidence = base * {"named": 1.0, "quoted": 0.95, "similar": 0.85}[how]
             confidence *= 1.0 if rank == 0 else 0.85
+            if replacement.suggestion and not keeps_meaning(old_token, new.split()[0].partition("=")[0]):
+                confidence *= _SPELLING_ONLY  # "a similar argument exists": a spelling, not a meaning
             confidence *= _docs_factor(fixed, old_index, new, parsed, docs)
             confidence = min(confidence, 0.95)
             where = (

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from librarian.correction.choices import choices
-from librarian.correction.command_edits import name_similarity
 from librarian.correction.matching import singular
+from librarian.correction.names import name_similarity
 from librarian.correction.pycode.api import ApiIndex, Probe
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError

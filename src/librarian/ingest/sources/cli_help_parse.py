@@ -73,6 +73,8 @@ _VERSION = re.compile(
 
 _MAX_DESCRIPTION = 1500
 _MAX_OPTION_DESCRIPTION = 500
+# The description after an option's names, two spaces or more away: "-h, --help[=<X>]    Print help".
+_INLINE_DESCRIPTION = re.compile(r"\S {2,}(\S)")
 # "error: ...", "fatal: ...", "tool: unknown option", "Unrecognized arguments": a run that went wrong.
 _ERROR_FIRST_LINE = re.compile(
     r"(?i)(?:error|fatal)\b|[\w.-]+:\s+(?:error|unknown|unrecognized|invalid|illegal)\b"
@@ -478,6 +480,7 @@ def _parse_options(lines: list[str], group: str, typeset: bool) -> list[CliOptio
     previous_blank = True
     flush = False  # the current entry continues at the option's own indent (man/groff style)
     body_indent: int | None = None
+    description_column: int | None = None
     for line in lines:
         if not line.strip():
             previous_blank = True
@@ -493,12 +496,20 @@ def _parse_options(lines: list[str], group: str, typeset: bool) -> list[CliOptio
             or (
                 base < indent <= base + 6
                 and (body_indent is None or indent < body_indent)
-                and (previous_blank or body_indent is not None)
+                and (
+                    previous_blank
+                    or body_indent is not None
+                    or (description_column is not None and indent < description_column)
+                )
             )
         )
         if new_entry:
             entries.append((line.strip(), []))
             flush, body_indent = False, None
+            # "-h, --help    Print help": where the description starts; an option line shallower than
+            # it is the next entry even with no blank line and no continuation line between them.
+            column = _INLINE_DESCRIPTION.search(line, indent)
+            description_column = column.start(1) if column else None
         elif entries:
             entries[-1][1].append(line)
             flush = flush or indent == base
