@@ -18,6 +18,7 @@ from bench.drift.envs import default_cache
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # a fresh machine installs the seven environments first
 def test_quick_cases_are_fixed_then_fixed_again_from_what_was_learned(tmp_path: Path) -> None:
     cases = [case for case in load_cases() if case.quick]
     assert {case.category for case in cases} >= {
