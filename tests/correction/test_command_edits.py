@@ -180,6 +180,40 @@ def test_a_correction_never_brings_in_an_option_that_only_prints_help() -> None:
     assert proposed[0].argv == ["tool", "run", "--unstable-kv", "--allow-read", "kv.ts"]
 
 
+def test_the_negation_of_a_documented_option_the_output_asks_for_is_added() -> None:
+    """commander derives `--no-config` from `--config [file]` and lists only the latter."""
+    config = OptionDoc("--config", ("-c",), takes_value=True, value_hint="[file]", description="read rules")
+    page = CommandDoc(
+        "depcruise",
+        (),
+        {config.name: config, "-c": config},
+        frozenset(),
+        tuple(synopsis_forms("depcruise [options] [files-or-directories...]")),
+        "depcruise [options] [files-or-directories...]",
+    )
+    failure = FailureInput(
+        argv=["depcruise", "--output-type", "json", "src"],
+        exit_code=1,
+        stderr=(
+            "ERROR: Can't open a config file (.dependency-cruiser.(c)js) at the default location.\n"
+            " - Want to run a without a config file? Use --no-config"
+        ),
+        tree=CommandTree([page]),
+        tool="depcruise",
+    )
+    best = CommandEdits().propose(failure)[0]
+    assert best.argv == ["depcruise", "--no-config", "--output-type", "json", "src"]
+    assert best.confidence >= 0.7, best
+    unrelated = FailureInput(
+        argv=["depcruise", "src"],
+        exit_code=1,
+        stderr="Want to run without a cache? Use --no-cache",
+        tree=CommandTree([page]),
+        tool="depcruise",
+    )
+    assert all(c.confidence < 0.7 for c in CommandEdits().propose(unrelated))
+
+
 def test_a_template_in_the_error_inserts_the_subcommand() -> None:
     hints = command_hints(
         "error: `tool <path>` has been removed. Use `tool check <path>` instead.", ["tool", "a.py"]

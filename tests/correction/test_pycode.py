@@ -159,6 +159,74 @@ def test_candidates_follow_the_evidence_not_the_spelling_suggestion() -> None:
     assert "df.items()" in best.code and best.confidence >= 0.7
 
 
+def test_a_property_that_became_a_method_is_called(tmp_path: Path) -> None:
+    """arrow 1.0: `timestamp` became a method; the error names only the type 'method'."""
+    code = textwrap.dedent(
+        """\
+        import json
+        import arrow
+
+        start = arrow.get("2024-03-01T08:00:00+00:00")
+        end = start.shift(hours=+36)
+        print(json.dumps({"hours": (end.timestamp - start.timestamp) / 3600, "tz": start.tzinfo is None}))
+        """
+    )
+    failure = parse_python_error(
+        error("TypeError: unsupported operand type(s) for -: 'method' and 'method'", 6)
+    )
+    assert failure is not None and failure.kind == "method_value"
+    kinds = {
+        message: getattr(parse_python_error(error(f"TypeError: {message}")), "kind", None)
+        for message in (
+            "Object of type method is not JSON serializable",
+            "'method' object is not subscriptable",
+            "unsupported operand type(s) for -: 'str' and 'int'",
+        )
+    }
+    assert list(kinds.values()) == ["method_value", "method_value", "other"], kinds
+    api = ApiIndex(
+        [
+            ApiEntry("arrow.arrow.Arrow.timestamp", "method", "(self) -> float", (), "Returns a timestamp."),
+            ApiEntry("arrow.arrow.Arrow.tzinfo", "property", None, (), "Gets the tzinfo."),
+        ]
+    )
+    scene = CodeScene(code=code, error=failure, base="arrow", api=api)
+    best = code_candidates(scene)[0]
+    assert "(end.timestamp() - start.timestamp()) / 3600" in best.code
+    assert "start.tzinfo is None" in best.code  # a documented property stays a read
+    assert best.confidence >= 0.7
+    # The edit, stored, applies to other code with the drift; a method needing an argument is left alone.
+    again, changed = apply_edits("import arrow\nt = arrow.get(1)\nprint(t.timestamp + 1)\n", best.edits)
+    assert changed == 1 and "t.timestamp() + 1" in again
+    needs_argument = ApiIndex(
+        [ApiEntry("arrow.arrow.Arrow.timestamp", "method", "(self, unit)", ("unit",), "")]
+    )
+    assert not code_candidates(CodeScene(code=code, error=failure, base="arrow", api=needs_argument))
+    # and the real library runs it
+    package = tmp_path / "arrow"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        textwrap.dedent(
+            """\
+            class Arrow:
+                def __init__(self, seconds): self.seconds, self.tzinfo = seconds, None
+                def shift(self, hours): return Arrow(self.seconds + hours * 3600)
+                def timestamp(self): return self.seconds
+            def get(text): return Arrow(1709280000)
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", best.code],  # -c puts the working directory (the stand-in) on sys.path
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0 and '"hours": 36.0' in done.stdout, done
+
+
 def test_a_keyword_flag_becomes_a_listed_value() -> None:
     code = "import emoji\nprint(emoji.emojize(':thumbsup:', use_aliases=True))\n"
     failure = parse_python_error(

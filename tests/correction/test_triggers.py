@@ -178,6 +178,8 @@ def test_deprecation_with_failure_is_drift(tmp_path: Path) -> None:
         ("error: parameter --validate-formats must be boolean", "invalid-choice"),
         ("TypeError: simpson() takes 1 positional argument but 2 were given", "python-api-changed"),
         ("AttributeError: 'ImageDraw' object has no attribute 'textsize'", "python-api-changed"),
+        ("TypeError: unsupported operand type(s) for -: 'method' and 'method'", "python-api-changed"),
+        ("TypeError: Object of type method is not JSON serializable", "python-api-changed"),
     ],
 )
 def test_default_rules_cover_the_common_phrasings(message: str, rule: str) -> None:
@@ -188,6 +190,7 @@ def test_default_rules_cover_the_common_phrasings(message: str, rule: str) -> No
 def test_success_and_unmatched_failures_are_not_triggered() -> None:
     assert classify_failure(["tool"], 0, "warning: --a is deprecated").rule_id is None
     assert classify_failure(["tool"], 1, "division by zero") == FailureClass("logic", None, False, "")
+    assert classify_failure(["tool"], 1, "TypeError: can't multiply sequence by non-int").rule_id is None
     # Pointing at the help is not a suggestion to change the command.
     assert (
         classify_failure(["tool"], 2, "error: bad input\nFor more information, try '--help'.").rule_id is None

@@ -34,6 +34,7 @@ from librarian.correction.pycode.candidates import (
 )
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError, parse_python_error
+from librarian.correction.pycode.methods import method_value_reads
 from librarian.correction.pycode.source import imported_modules, imports, local_types, qualified
 from librarian.correction.state import LoopRun, StepRecorder
 from librarian.correction.strategies import learned_fix_confidence
@@ -188,6 +189,12 @@ def identify(run: LoopRun, environment: EnvironmentManager) -> None:
         elif error.kind in ("keyword", "missing_argument", "positional"):
             callee = _callee(tree, names, error)
             base = callee.rpartition(".")[0]
+        elif error.kind == "method_value":
+            reads = method_value_reads(tree, error.line)
+            if reads:
+                attribute, owner = reads[0]
+                error = replace(error, name=attribute, owner=owner)
+                base = owner.split(".")[0]
     top = (base or callee).split(".")[0]
     if not top and tree is not None:
         modules = imported_modules(tree)

@@ -668,6 +668,11 @@ def _required_option_edits(scene: _Scene) -> Iterator[Edit]:
     at = scene.program_length + len(scene.path)
     for name in scene.hints.required_options:
         documented = page is not None and page.accepts(name)
+        # `--no-config` for a documented `--config`: the negation most parsers derive (commander,
+        # yargs, click, argparse's BooleanOptionalAction) and seldom list on its own.
+        negation = (
+            page is not None and not documented and name.startswith("--no-") and page.accepts("--" + name[5:])
+        )
         if page is not None and page.takes_value(name):
             continue  # a value would have to come from somewhere: the positional moves cover that
         yield Edit(
@@ -675,8 +680,10 @@ def _required_option_edits(scene: _Scene) -> Iterator[Edit]:
             at,
             at,
             (name,),
-            0.85 if documented else 0.6,
-            f"the output says `{name}` is required" + (" and the docs document it" if documented else ""),
+            0.85 if documented else 0.8 if negation else 0.6,
+            f"the output says `{name}` is required"
+            + (" and the docs document it" if documented else "")
+            + (f" and the docs document `--{name[5:]}`, which it negates" if negation else ""),
             name,
             {"source": "error"},
         )

@@ -11,7 +11,9 @@ For each kind of failure (:class:`~librarian.correction.pycode.failure.PythonErr
   name in the same module;
 - **an unexpected keyword** -- the parameter the message names, a parameter of the installed
   signature with a related name, the old keyword's meaning as a value the new parameter's docstring
-  lists (``use_aliases=True`` -> ``language='alias'``), or dropping it.
+  lists (``use_aliases=True`` -> ``language='alias'``), or dropping it;
+- **a bound method used as a value** -- the attribute read on the failing line that the installed
+  API documents as a method taking no argument is called (:mod:`.methods`).
 
 Every candidate is checked against the installed API (the new name must exist there) and applied
 with :func:`~librarian.correction.pycode.edits.apply_edits`; one that changes nothing is dropped.
@@ -33,6 +35,7 @@ from librarian.correction.names import name_similarity
 from librarian.correction.pycode.api import ApiIndex, Probe
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError
+from librarian.correction.pycode.methods import method_value_edits
 from librarian.correction.pycode.source import imports, qualified
 
 __all__ = [
@@ -196,6 +199,8 @@ def _edits(scene: CodeScene) -> Iterator[_Edit]:
         yield from _missing_argument_edits(scene)
     elif kind == "positional":
         yield from _positional_edits(scene)
+    elif kind == "method_value":
+        yield from method_value_edits(scene.code, scene.error.line, scene.api, scene.base.split(".")[0])
 
 
 def _attribute_edits(scene: CodeScene) -> Iterator[_Edit]:

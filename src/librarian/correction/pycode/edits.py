@@ -16,7 +16,9 @@ API name, and a string or comment that happens to contain the name is never touc
 - ``drop_keyword``: ``{callee, name}`` -- the keyword argument goes;
 - ``add_keyword``: ``{callee, name, value}`` -- calls of ``callee`` that lack it get ``name=value``;
 - ``positional_to_keyword``: ``{callee, keep, names}`` -- positional arguments after the first
-  ``keep`` become the keyword arguments ``names``, in order.
+  ``keep`` become the keyword arguments ``names``, in order;
+- ``call_attribute``: ``{base | owner_type, old}`` -- every ``X.old`` read that is not called becomes
+  ``X.old()`` (a property that became a method).
 
 Example:
     >>> code = "import numpy as np\\nprint(np.product([2, 3]))  # np.product here stays\\n"
@@ -32,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.correction.pycode.source import imports, local_types, qualified
+from librarian.correction.pycode.source import imports, local_types, qualified, uncalled_attributes
 
 __all__ = ["apply_edits", "describe"]
 
@@ -83,6 +85,8 @@ def describe(edit: Mapping[str, Any]) -> str:
         return f"drop `{edit.get('name')}=` from `{edit.get('callee')}(...)`"
     if op == "add_keyword":
         return f"`{edit.get('callee')}(..., {edit.get('name')}={edit.get('value')})`"
+    if op == "call_attribute":
+        return f"`{edit.get('base') or edit.get('owner_type')}.{edit.get('old')}` -> `.{edit.get('old')}()`"
     if op == "positional_to_keyword":
         names = ", ".join(f"{n}=" for n in edit.get("names") or [])
         return f"`{edit.get('callee')}(...)`: positional arguments after {edit.get('keep')} as {names}"
@@ -104,6 +108,14 @@ def _splices(source: str, tree: ast.AST, edit: Mapping[str, Any]) -> list[_Splic
         ]
     if op == "move_import":
         return _move_import(tree, lines, edit)
+    if op == "call_attribute":
+        reads = {id(node) for node in uncalled_attributes(tree)}
+        return [
+            _Splice(end, end, "()")
+            for node in _attributes(tree, names, edit)
+            if id(node) in reads
+            for end in [_span(lines, node)[1]]
+        ]
     if op in ("rename_keyword", "drop_keyword"):
         return _keywords(tree, lines, names, edit)
     if op in ("add_keyword", "positional_to_keyword"):

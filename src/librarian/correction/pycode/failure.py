@@ -8,7 +8,10 @@ interpreter (and libraries imitating it) use:
   did), or a library's own sentence ("`pkg.name` was removed ... Use `pkg.other` instead");
 - ``ImportError: cannot import name 'name' from 'pkg.mod'``; ``ModuleNotFoundError: No module named 'x'``;
 - ``TypeError: f() got an unexpected keyword argument 'k'``, ``f() missing 1 required positional
-  argument: 'k'``; a library's own "`k` is removed. use `j` instead".
+  argument: 'k'``; a library's own "`k` is removed. use `j` instead";
+- a bound method used as a value (``unsupported operand type(s) for -: 'method' and 'method'``,
+  ``Object of type method is not JSON serializable``): a property that became a method. The error
+  names no attribute; the code's line does (``kind`` ``method_value``).
 
 It also finds the line of the task's own code where it happened (the last frame in the task's script),
 the replacements the message names ("use X instead", "X has been moved to Y") and Python's "Did you
@@ -33,7 +36,14 @@ from typing import Literal
 __all__ = ["ErrorKind", "PythonError", "parse_python_error"]
 
 ErrorKind = Literal[
-    "attribute", "import_name", "module", "keyword", "missing_argument", "positional", "other"
+    "attribute",
+    "import_name",
+    "module",
+    "keyword",
+    "missing_argument",
+    "positional",
+    "method_value",
+    "other",
 ]
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -56,6 +66,9 @@ _POSITIONAL = re.compile(
     r"(?P<owner>[\w.]+)\(\) takes (?:from \d+ to )?(?P<name>\d+) positional arguments? "
     r"but \d+ (?:were|was) given"
 )
+# A bound method where a value was expected: "for -: 'method' and 'int'", "'method' object is not
+# subscriptable", "Object of type method is not JSON serializable", "must be real number, not method".
+_METHOD_VALUE = re.compile(r"'method'|\bof type '?method'?\b|\bnot '?method'?$")
 # A library's own words: "`np.name` was removed ...", "`name` is removed".
 _LIBRARY_NAMED = re.compile(r"^`(?P<name>[\w.]+)`\s+(?:was|is|has been)\s+(?:removed|deprecated|moved)")
 _DID_YOU_MEAN = re.compile(r"Did you mean:? '(?P<name>[\w.]+)'\??")
@@ -79,7 +92,8 @@ class PythonError:
         error_type: the exception's class name (``AttributeError``).
         message: the exception's message (its first lines).
         kind: ``attribute``, ``import_name``, ``module``, ``keyword``, ``missing_argument``,
-            ``positional`` (too many positional arguments; ``name`` is how many it takes) or ``other``.
+            ``positional`` (too many positional arguments; ``name`` is how many it takes),
+            ``method_value`` (a bound method used as a value; no name) or ``other``.
         owner: what the name belongs to: a module (``numpy``), a class (``DataFrame``), a function
             (``emojize``), or the module an import was from.
         name: the name the error is about (an attribute, an imported name, a keyword argument).
@@ -165,6 +179,8 @@ def _classify(error_type: str, line: str) -> tuple[ErrorKind, str, str, bool]:
     match = _NO_MODULE.search(line)
     if match:
         return "module", "", match.group("name"), True
+    if error_type == "TypeError" and _METHOD_VALUE.search(line):
+        return "method_value", "", "", False
     named = _LIBRARY_NAMED.search(line)
     if named:
         owner, _, name = named.group("name").rpartition(".")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["imported_modules", "imports", "local_types", "qualified"]
+__all__ = ["imported_modules", "imports", "local_types", "qualified", "uncalled_attributes"]
 
 
 def imports(tree: ast.AST) -> dict[str, str]:
@@ -92,3 +92,17 @@ def local_types(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
             if isinstance(target, ast.Name):
                 types[target.id] = made
     return types
+
+
+def uncalled_attributes(tree: ast.AST, line: int | None = None) -> list[ast.Attribute]:
+    """The ``X.name`` reads that are not called (``X.name()`` is a call; ``X.name = v`` a write), on
+    ``line`` when given: where a property that became a method is used as a value."""
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Load)
+        and id(node) not in called
+        and (line is None or node.lineno <= line <= (node.end_lineno or node.lineno))
+    ]
