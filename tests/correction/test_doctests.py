@@ -23,6 +23,7 @@ MODULES = [
     "librarian.correction.pycode.candidates",
     "librarian.correction.pycode.edits",
     "librarian.correction.pycode.failure",
+    "librarian.correction.pycode.forwarded",
     "librarian.correction.pycode.methods",
     "librarian.correction.pycode.source",
     "librarian.runtime.task_env",

@@ -17,6 +17,7 @@ from librarian.correction.pycode.api import ApiEntry, ApiIndex, Probe
 from librarian.correction.pycode.candidates import CodeScene, abbreviates, code_candidates, related
 from librarian.correction.pycode.edits import apply_edits
 from librarian.correction.pycode.failure import parse_python_error
+from librarian.correction.pycode.forwarded import documented_keywords, forwarded_class
 from librarian.correction.pycode.source import imports, local_types
 
 TRACE = (
@@ -273,6 +274,42 @@ def test_extra_positional_arguments_become_keyword_only_parameters() -> None:
     )
     best = code_candidates(scene)[0]
     assert "simpson(y, x=x)" in best.code
+
+
+def test_an_extra_positional_becomes_a_keyword_the_docs_of_a_kwargs_callee_list() -> None:
+    """Markdown 3: `markdown(text, **kwargs)`; the keywords are listed by the class its docs link."""
+    code = 'import markdown\nhtml = markdown.markdown(src, ["markdown.extensions.tables"])\n'
+    failure = parse_python_error(
+        error("TypeError: markdown() takes 1 positional argument but 2 were given", 2)
+    )
+    assert failure is not None
+    linked = (
+        "Shortcut for [`Markdown`][markdown.Markdown].\n\nKeyword arguments:\n    **kwargs: see the class"
+    )
+    assert forwarded_class(linked) == "markdown.Markdown" and documented_keywords(linked) == []
+    init_doc = (
+        "Creates a new Markdown instance.\n\nKeyword Arguments:\n"
+        "    extensions (list[Extension | str]): A list of extensions.\n\n"
+        "        If an item is an instance of a subclass ...\n"
+        "    extension_configs (dict): Configuration settings for extensions.\n"
+        "    output_format (str): Format of output. Supported formats are:\n\n"
+        "        * `xhtml`: Outputs XHTML style tags. Default.\n"
+        "    tab_length (int): Length of tabs in the source.\n"
+    )
+    keywords = tuple(documented_keywords(init_doc))
+    assert keywords == ("extensions", "extension_configs", "output_format", "tab_length")
+    scene = CodeScene(
+        code=code,
+        error=failure,
+        callee="markdown.markdown",
+        signature="(text: 'str', **kwargs: 'Any') -> 'str'",
+        documented_keywords=keywords,
+    )
+    best = code_candidates(scene)[0]
+    assert 'markdown.markdown(src, extensions=["markdown.extensions.tables"])' in best.code
+    # An argument that reads like none of the documented keywords is not guessed at.
+    unlike = CodeScene(**{**scene.__dict__, "code": code.replace("markdown.extensions.tables", "x")})
+    assert not code_candidates(unlike)
 
 
 def test_related_names() -> None:

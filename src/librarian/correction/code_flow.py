@@ -34,6 +34,7 @@ from librarian.correction.pycode.candidates import (
 )
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError, parse_python_error
+from librarian.correction.pycode.forwarded import documented_keywords, forwarded_class, takes_any_keyword
 from librarian.correction.pycode.methods import method_value_reads
 from librarian.correction.pycode.source import imported_modules, imports, local_types, qualified
 from librarian.correction.state import LoopRun, StepRecorder
@@ -339,6 +340,17 @@ def candidates(
     providers = probe.providers
     entry = _callee_entry(api, failure.callee, error.owner) if failure.callee else None
     signature = (entry.signature if entry else None) or probe.signatures.get(failure.callee)
+    callee_doc = (entry.doc if entry else "") or probe.docs.get(failure.callee, "")
+    keywords: tuple[str, ...] = ()
+    if error.kind == "positional" and takes_any_keyword(signature):
+        keywords = tuple(documented_keywords(callee_doc))
+        target = forwarded_class(callee_doc) if not keywords else None
+        if target:  # "**kwargs: Any arguments accepted by the Markdown class": its __init__ lists them
+            initializer = f"{target}.__init__"
+            forwarded = probe_api(
+                environment, run.workspace, run.program[0], run.task_env.overrides, signatures=[initializer]
+            )
+            keywords = tuple(documented_keywords(forwarded.docs.get(initializer, "")))
     scene = CodeScene(
         code=str(run.subject),
         error=error,
@@ -348,7 +360,8 @@ def candidates(
         probe=probe,
         members=members_of(failure.base, api, probe) if failure.base else {},
         parameters=(entry.parameters if entry and entry.parameters else signature_parameters(signature)),
-        callee_doc=(entry.doc if entry else "") or probe.docs.get(failure.callee, ""),
+        callee_doc=callee_doc,
+        documented_keywords=keywords,
         providers=providers,
         signature=signature,
         researched=tuple(dict.fromkeys(str(s.get("entity_name")) for s in snippets if s.get("entity_name"))),

@@ -35,6 +35,7 @@ from librarian.correction.names import name_similarity
 from librarian.correction.pycode.api import ApiIndex, Probe
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError
+from librarian.correction.pycode.forwarded import extra_positionals, reads_like
 from librarian.correction.pycode.methods import method_value_edits
 from librarian.correction.pycode.source import imports, qualified
 
@@ -79,6 +80,8 @@ class CodeScene:
         parameters: for a keyword error, the callee's parameter names.
         callee_doc: the callee's docstring.
         providers: modules the probe found providing an imported name.
+        documented_keywords: for a ``**kwargs`` callee, the keywords its docs (or the class they send
+            the reader to) list.
     """
 
     code: str
@@ -93,6 +96,7 @@ class CodeScene:
     providers: tuple[str, ...] = ()
     signature: str | None = None
     researched: tuple[str, ...] = ()
+    documented_keywords: tuple[str, ...] = ()
 
     def research_bonus(self, path: str) -> float:
         """A little more for what research ranked high for the task's words (breaks near ties)."""
@@ -392,19 +396,33 @@ def _missing_argument_edits(scene: CodeScene) -> Iterator[_Edit]:
 
 
 def _positional_edits(scene: CodeScene) -> Iterator[_Edit]:
-    """Positional arguments beyond what the signature takes become its keyword-only parameters, in order."""
+    """Positional arguments beyond what the signature takes become its keyword-only parameters, in
+    order; for a ``**kwargs`` callee, the keywords its docs list (the argument must read like one)."""
     callee = scene.callee
     keep = int(scene.error.name) if scene.error.name.isdigit() else None
     names = keyword_only_parameters(scene.signature)
-    if not callee or keep is None or not names:
+    if not callee or keep is None:
         return
-    yield (
-        {"op": "positional_to_keyword", "callee": callee, "keep": keep, "names": names},
-        0.8,
-        f"`{callee}` takes {keep} positional argument(s) now; the next ones are its keyword-only "
-        f"parameters {', '.join(names)}.",
-        True,
-    )
+    if names:
+        yield (
+            {"op": "positional_to_keyword", "callee": callee, "keep": keep, "names": names},
+            0.8,
+            f"`{callee}` takes {keep} positional argument(s) now; the next ones are its keyword-only "
+            f"parameters {', '.join(names)}.",
+            True,
+        )
+        return
+    extra = extra_positionals(scene.code, callee, keep, scene.error.line)
+    for name in scene.documented_keywords:
+        if not extra or not reads_like(extra[0], name):
+            continue
+        yield (
+            {"op": "positional_to_keyword", "callee": callee, "keep": keep, "names": [name]},
+            0.8,
+            f"`{callee}` takes {keep} positional argument(s) and `**kwargs` now; its docs list the "
+            f"keyword `{name}`, which the argument `{extra[0][:60]}` reads like.",
+            True,
+        )
 
 
 def _keyword_to_value(callee: str, old: str, param: str, description: str) -> Iterator[_Edit]:
