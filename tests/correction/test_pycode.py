@@ -306,7 +306,7 @@ def test_an_extra_positional_becomes_a_keyword_the_docs_of_a_kwargs_callee_list(
         documented_keywords=keywords,
     )
     best = code_candidates(scene)[0]
-    assert 'markdown.markdown(src, extensions=["markdown.extensions.tables"])' in best.code
+    assert "markdown.markdown(src, extensions=['markdown.extensions.tables'])" in best.code  # rebuilt call
     # An argument that reads like none of the documented keywords is not guessed at.
     unlike = CodeScene(**{**scene.__dict__, "code": code.replace("markdown.extensions.tables", "x")})
     assert not code_candidates(unlike)
