@@ -312,6 +312,24 @@ def test_an_extra_positional_becomes_a_keyword_the_docs_of_a_kwargs_callee_list(
     assert not code_candidates(unlike)
 
 
+def test_a_name_a_dependency_provides_beats_a_longer_name_left_in_the_module() -> None:
+    """Jinja2 3.1 dropped `escape`; markupsafe (a dependency) has it; `select_autoescape` only contains it."""
+    code = "from jinja2 import Environment, escape\nprint(escape('<a>'))\n"
+    failure = parse_python_error(
+        error("ImportError: cannot import name 'escape' from 'jinja2' (/x/__init__.py)", 1)
+    )
+    assert failure is not None
+    scene = CodeScene(
+        code=code,
+        error=failure,
+        base="jinja2",
+        members={"Environment": "The core component.", "select_autoescape": "Intelligently sets autoescape."},
+        providers=("markupsafe",),
+    )
+    best = code_candidates(scene)[0]
+    assert best.code.startswith("from jinja2 import Environment\nfrom markupsafe import escape\n"), best.code
+
+
 def test_related_names() -> None:
     assert related("product", "prod") >= 0.8 and related("cumtrapz", "cumulative_trapezoid") >= 0.8
     assert abbreviates("trapz", "trapezoid") and not abbreviates("msort", "sort")

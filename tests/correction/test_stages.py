@@ -66,6 +66,17 @@ def test_the_same_error_again_is_a_setback_to_the_command_it_corrected() -> None
     assert found.tried == [["tool", "--new"]]
 
 
+def test_the_same_kind_of_error_about_another_name_the_task_had_is_progress() -> None:
+    """Two flags of the command were removed: the second one's error is the next step, not a setback."""
+    first = attempt(
+        1, ["tool", "--old", "--gone"], ["tool", "--new", "--gone"], "error: unknown option '--old'"
+    )
+    found = stage([first], ["tool", "--new", "--gone"], "error: unknown option '--gone'")
+    assert found.relation == "chain" and found.subject == ["tool", "--new", "--gone"]
+    again = stage([first], ["tool", "--new", "--gone"], "error: unknown option '--old'")
+    assert again.relation == "setback"
+
+
 def test_a_chain_stops_at_its_depth_limit() -> None:
     first = attempt(1, ["tool", "a"], ["tool", "b"], REMOVED)
     found = stage([first], ["tool", "b"], UNKNOWN_FORMAT, max_chain=1)

@@ -5,9 +5,11 @@ When the loop's own correction of a task fails, what it failed *with* decides wh
 - **chain** -- the correction got past the error it answered and met a *different* one, and nothing
   it introduced is what the tool now rejects: it was right as far as it went, so the new failure is
   corrected from where it stands (the corrected command, not the original one), one level deeper;
-- **setback** -- the same error again, or the tool now rejects something the correction introduced
-  (which is then *blamed*: no later candidate may bring it back): the correction was wrong, so the
-  command it corrected is corrected again with the next candidate, never one already tried.
+- **setback** -- the same error about the same names again (``cannot import name 'escape'`` after
+  ``'Markup'`` was corrected is progress: the next name of one import), or the tool now rejects
+  something the correction introduced (which is then *blamed*: no later candidate may bring it
+  back): the correction was wrong, so the command it corrected is corrected again with the next
+  candidate, never one already tried.
 
 Each stage has a budget of alternatives (``max_alternatives``); a chain has a depth limit
 (``max_chain``). A stage whose budget is spent hands back to the stage it came from, and when every
@@ -19,6 +21,7 @@ so an orchestrator that restarts in the middle finds the same stage.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -112,7 +115,9 @@ def find_stage(
         return _budget(stage, attempts, kind, by_id, blamed, max_alternatives)
     introduced = kind.introduced(kind.failed(last), subject)
     rejected = introduced & kind.named(output, subject)
-    same = normalize_error(output) == normalize_error(last.error_text)
+    same = normalize_error(output) == normalize_error(last.error_text) and _named(output) == _named(
+        last.error_text
+    )
     progressed = not rejected and not same and is_drift(output, exit_code)
     if progressed and last.depth + 1 < max_chain:
         stage = Stage(
@@ -148,6 +153,15 @@ def find_stage(
         newly_blamed=(last.id, tuple(sorted(rejected))) if rejected else None,
     )
     return _budget(stage, attempts, kind, by_id, blamed | rejected, max_alternatives)
+
+
+# What an error is about: the names it quotes ('Markup', `--x`). Double quotes are left out: a
+# traceback's "File" paths hold a new script name on every attempt.
+_QUOTED = re.compile(r"'([^'\n]{1,80})'|`([^`\n]{1,80})`")
+
+
+def _named(text: str) -> set[str]:
+    return {a or b for a, b in _QUOTED.findall(text)}
 
 
 def _budget(

@@ -317,9 +317,11 @@ def _import_edits(scene: CodeScene) -> Iterator[_Edit]:
             True,
         )
     for provider in scene.providers:
+        # The very name, provided by a dependency: the object moved there. A merely related name
+        # left in the module (`escape` -> `select_autoescape`) is weaker evidence.
         yield (
             {"op": "move_import", "module": module, "name": name, "new_module": provider},
-            0.72,
+            0.82,
             f"`{provider}`, which `{top}` depends on, provides `{name}`.",
             True,
         )
