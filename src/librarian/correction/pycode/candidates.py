@@ -37,7 +37,7 @@ from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError
 from librarian.correction.pycode.forwarded import extra_positionals, reads_like
 from librarian.correction.pycode.methods import method_value_edits
-from librarian.correction.pycode.source import imports, qualified
+from librarian.correction.pycode.source import imports, qualified, signature_function
 
 __all__ = [
     "CodeCandidate",
@@ -558,19 +558,8 @@ def _module_spelling(code: str, callee: str) -> str | None:
 
 def keyword_only_parameters(signature: str | None) -> list[str]:
     """The keyword-only parameter names of a signature's text (``(y, *, x=None)`` -> ``['x']``)."""
-    function = _signature_function(signature)
+    function = signature_function(signature)
     return [argument.arg for argument in function.args.kwonlyargs] if function is not None else []
-
-
-def _signature_function(signature: str | None) -> ast.FunctionDef | None:
-    if not signature:
-        return None
-    try:
-        tree = ast.parse(f"def f{signature.split('->')[0].strip()}: pass")
-    except SyntaxError:
-        return None
-    function = tree.body[0]
-    return function if isinstance(function, ast.FunctionDef) else None
 
 
 def signature_parameters(signature: str | None) -> tuple[str, ...]:

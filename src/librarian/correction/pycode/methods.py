@@ -19,7 +19,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from librarian.correction.pycode.api import ApiEntry, ApiIndex
-from librarian.correction.pycode.source import imports, local_types, qualified, uncalled_attributes
+from librarian.correction.pycode.source import (
+    imports,
+    local_types,
+    qualified,
+    signature_function,
+    uncalled_attributes,
+)
 
 __all__ = ["method_value_edits", "method_value_reads"]
 
@@ -86,14 +92,9 @@ def _documented_method(api: ApiIndex, attribute: str, top: str) -> ApiEntry | No
 
 
 def _takes_no_argument(signature: str | None) -> bool:
-    if not signature:
+    function = signature_function(signature)
+    if function is None:
         return False
-    try:
-        tree = ast.parse(f"def f{signature.split('->')[0].strip()}: pass")
-    except SyntaxError:
-        return False
-    function = tree.body[0]
-    assert isinstance(function, ast.FunctionDef)
     arguments = function.args
     positional = [*arguments.posonlyargs, *arguments.args]
     if positional and positional[0].arg in ("self", "cls"):

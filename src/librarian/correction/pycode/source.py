@@ -22,7 +22,14 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["imported_modules", "imports", "local_types", "qualified", "uncalled_attributes"]
+__all__ = [
+    "imported_modules",
+    "imports",
+    "local_types",
+    "qualified",
+    "signature_function",
+    "uncalled_attributes",
+]
 
 
 def imports(tree: ast.AST) -> dict[str, str]:
@@ -106,3 +113,16 @@ def uncalled_attributes(tree: ast.AST, line: int | None = None) -> list[ast.Attr
         and id(node) not in called
         and (line is None or node.lineno <= line <= (node.end_lineno or node.lineno))
     ]
+
+
+def signature_function(signature: str | None) -> ast.FunctionDef | None:
+    """A signature's text (``(self, a, *, b=1) -> int``) as the function it describes, to read its
+    parameters; ``None`` when it does not parse."""
+    if not signature:
+        return None
+    try:
+        tree = ast.parse(f"def f{signature.split('->')[0].strip()}: pass")
+    except SyntaxError:
+        return None
+    function = tree.body[0]
+    return function if isinstance(function, ast.FunctionDef) else None
