@@ -20,6 +20,7 @@ task redone another way, which only an LLM or a person can find).
     .venv/bin/python -m bench.drift --verify            # check the cases themselves (old/new/fixed)
     .venv/bin/python -m bench.drift --case ruff-bare-path --case numpy-product-removed
     .venv/bin/python -m bench.drift --json drift.json --markdown drift.md
+    .venv/bin/python -m bench.drift --report drift.json   # the table again (written after every case)
 """
 
 from __future__ import annotations
@@ -51,7 +52,14 @@ def main() -> int:
     parser.add_argument("--envs", type=Path, default=default_cache(), help="where environments are cached")
     parser.add_argument("--json", type=Path, help="write every measurement here")
     parser.add_argument("--markdown", type=Path, help="write the table here too")
+    parser.add_argument(
+        "--report", type=Path, help="print the table of a --json file written earlier (a run cut short too)"
+    )
     args = parser.parse_args()
+    if args.report:
+        reported: list[dict[str, Any]] = json.loads(args.report.read_text(encoding="utf-8"))["cases"]
+        print(markdown(reported, summarize(reported)))
+        return 0
     cases = load_cases(args.case or None)
     if args.quick:
         cases = [case for case in cases if case.quick]
@@ -59,9 +67,11 @@ def main() -> int:
         return verify(cases, args.envs)
     data = args.data or Path(tempfile.mkdtemp(prefix="librarian-drift-"))
     print(f"data directory {data}, environments {args.envs}, {len(cases)} case(s)", file=sys.stderr)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for case in cases:
         rows.append(measure(case, data, args.envs))
+        if args.json:  # after every case, so that a run cut short keeps what it measured
+            write_json(args.json, rows, complete=len(rows) == len(cases))
         first, second = rows[-1]["runs"]
         print(
             f"{case.id}: first {'FIXED' if first['fixed'] else 'not fixed'} ({first['strategy']}), "
@@ -74,11 +84,12 @@ def main() -> int:
     print(table)
     if args.markdown:
         args.markdown.write_text(table + "\n", encoding="utf-8")
-    if args.json:
-        args.json.write_text(
-            json.dumps({"summary": summary, "cases": rows}, indent=2) + "\n", encoding="utf-8"
-        )
     return 0
+
+
+def write_json(path: Path, rows: list[dict[str, Any]], *, complete: bool) -> None:
+    document = {"complete": complete, "summary": summarize(rows), "cases": rows}
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
 def measure(case: DriftCase, data: Path, envs: Path) -> dict[str, Any]:
