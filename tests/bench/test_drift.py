@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench.drift.__main__ import write_json, measure
+from bench.drift.__main__ import measure, write_json
 from bench.drift.cases import load_cases
 from bench.drift.envs import default_cache
 
