@@ -330,6 +330,19 @@ def test_a_name_a_dependency_provides_beats_a_longer_name_left_in_the_module() -
     assert best.code.startswith("from jinja2 import Environment\nfrom markupsafe import escape\n"), best.code
 
 
+def test_a_plural_in_prose_is_not_a_mention_of_a_removed_name() -> None:
+    """numpy 2 dropped `product`; `cross`'s docstring says "cross product(s)", `prod` is the successor."""
+    code = "import numpy as np\nprint(int(np.product((3, 4))))\n"
+    failure = parse_python_error(error("AttributeError: module 'numpy' has no attribute 'product'", 2))
+    assert failure is not None
+    members = {
+        "cross": "Return the cross product of two vectors.\n\nReturns\n    Vector cross product(s).",
+        "prod": "Return the product of array elements over a given axis.",
+    }
+    best = code_candidates(CodeScene(code=code, error=failure, base="numpy", members=members))[0]
+    assert "np.prod((3, 4))" in best.code, best
+
+
 def test_related_names() -> None:
     assert related("product", "prod") >= 0.8 and related("cumtrapz", "cumulative_trapezoid") >= 0.8
     assert abbreviates("trapz", "trapezoid") and not abbreviates("msort", "sort")

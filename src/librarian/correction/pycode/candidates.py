@@ -470,13 +470,15 @@ _SUCCESSION = re.compile(
 def _mentions(doc: str, name: str) -> bool:
     """Whether a docstring refers to ``name`` as code: quoted, called, or beside words of succession.
 
-    A plain English word in prose ("the product of the elements") is not a reference to a removed
-    ``product``; "Replaces ``contextfunction``" and "Previously was line_terminator" are.
+    A plain English word in prose ("the product of the elements", "cross product(s)") is not a
+    reference to a removed ``product``; "Replaces ``contextfunction``" and "Previously was
+    line_terminator" are.
     """
     if not doc:
         return False
     escaped = re.escape(name)
-    if re.search(rf"[`'\"]{escaped}[`'\"]|(?<![\w])\.?{escaped}\(|``{escaped}``", doc):
+    # a call, but not prose's plural "product(s)"
+    if re.search(rf"[`'\"]{escaped}[`'\"]|(?<![\w])\.?{escaped}\((?!s\))|``{escaped}``", doc):
         return True
     for match in re.finditer(rf"(?<![\w.]){escaped}(?!\w)", doc):
         around = doc[max(0, match.start() - 60) : match.end() + 60]
