@@ -520,3 +520,38 @@ def test_clap_short_help_long_only_option_right_after_an_inline_description() ->
     assert list(by_name) == ["--ext", "--help", "--location", "--quiet"]
     assert by_name["--help"].description == "[possible values: unstable, full]"
     assert by_name["--location"].value_hint == "<HREF>"
+
+
+# A framework (cleo, Symfony Console) that answers `TOOL --help` with the page of its `list` command;
+# the commands are what `TOOL list` prints. The text is what Poetry 2.0 prints.
+_LIST_COMMAND_CLI = """#!{python}
+import sys
+args = sys.argv[1:]
+options = "Options:\\n  -h, --help   Display help for the given command.\\n  -q, --quiet  Be quiet.\\n"
+if args in (["--help"], ["help"], ["-h"]):
+    print("\\nDescription:\\n  Lists commands.\\n\\nUsage:\\n  list [options] [--] [<namespace>]\\n")
+    print("Arguments:\\n  namespace    The namespace name\\n\\n" + options)
+elif args in ([], ["list"]):
+    print("Tool (version 2.0.0)\\n\\nUsage:\\n  command [options] [arguments]\\n\\n" + options)
+    print("Available commands:\\n  install   Installs the project dependencies.")
+    print("  lock      Locks the project dependencies.\\n")
+elif args and args[0] in ("install", "lock") and args[1:] in (["--help"], []):
+    print("\\nDescription:\\n  Does " + args[0] + ".\\n\\nUsage:\\n  " + args[0] + " [options]\\n")
+    print(options)
+    print("      --only=ONLY  The only dependency groups to include.")
+else:
+    print("The command does not exist.", file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def test_a_root_help_that_is_the_page_of_the_command_listing_command(tmp_path: Path) -> None:
+    program = tmp_path / "tool"
+    program.write_text(_LIST_COMMAND_CLI.format(python=sys.executable), encoding="utf-8")
+    program.chmod(0o755)
+
+    result = walk_cli_help(str(program), max_depth=1)
+
+    by_name = {command.name: command for command in result.commands}
+    assert set(by_name) == {"", "install", "lock"}, [p.reason for p in result.problems]
+    assert "--only" in {option.name for option in by_name["install"].options}

@@ -45,12 +45,12 @@ from pathlib import Path
 from types import TracebackType
 
 from librarian.errors import InvalidInputError, NotFoundError
-from librarian.ingest.parsed import ParsedDocument, Section
-from librarian.ingest.sources.base import SourceDocument, SourceProblem
+from librarian.ingest.sources.base import SourceProblem
+from librarian.ingest.sources.cli_help_documents import cli_documents
 from librarian.ingest.sources.cli_help_parse import (
     CliCommand,
-    CliExample,
     CliOption,
+    HelpPage,
     clean_help_text,
     looks_like_help,
     parse_help,
@@ -95,6 +95,9 @@ class _Strategy:
     def args(self, path: tuple[str, ...]) -> tuple[str, ...]:
         return (*self.prefix, *path, *self.suffix)
 
+
+# A page that says its command lists the tool's commands ("Lists commands.", "List all commands").
+_LISTS_COMMANDS = re.compile(r"(?i)\blists?\s+(?:all\s+|the\s+|available\s+)*commands\b")
 
 _STRATEGIES = (
     _Strategy((), ("--help",)),  # <cmd> <path> --help
@@ -332,6 +335,8 @@ class _Walker:
             page = parse_help(text)
             capped = f"`{shown}` printed more than {self._sandbox.output_cap} bytes; output truncated"
             named = [] if path or page.subcommands else self._commands_named_in(text)
+            if not path and not page.subcommands and not named:
+                named = self._commands_listed_by(page)
             # A root page that only names its commands ("TOOL help CMD") is help, if the run succeeded.
             if not (
                 looks_like_help(page, text, out.returncode, parent_text, killed=out.truncated)
@@ -355,6 +360,26 @@ class _Walker:
             problems = [SourceProblem(self.doc_path(path), capped)] if out.truncated else []
             return _Fetched(command, text, page.subcommands or named, problems)
         return self._failed(path, "no help strategy printed help: " + ("; ".join(failures) or "none applied"))
+
+    def _commands_listed_by(self, page: HelpPage) -> list[tuple[str, str]]:
+        """The commands of a tool whose root help is the help of its command-listing command.
+
+        Some frameworks answer ``TOOL --help`` with the page of their ``list`` command ("Usage: list
+        [options] [--] [<namespace>]", "Lists commands."): the commands are what running that
+        command prints. Only a command whose own page says it lists commands is run.
+        """
+        words = page.synopsis.split()
+        if not words or words[0] == self._name or not _SAFE_WORD.fullmatch(words[0]):
+            return []
+        if not _LISTS_COMMANDS.search(page.description):
+            return []
+        try:
+            out = self._sandbox.run((words[0],))
+        except OSError:
+            return []
+        if out.returncode != 0 or out.timed_out:
+            return []
+        return parse_help(clean_help_text(out.stdout) or clean_help_text(out.stderr)).subcommands
 
     def _commands_named_in(self, text: str) -> list[tuple[str, str]]:
         words = [word for pattern in self._named_commands for word in pattern.findall(text)]
@@ -500,119 +525,3 @@ def _walk_levels(
                     next_level.append((child_path, fetched.text, summary))
             result.commands.append(replace(fetched.command, subcommands=list(dict.fromkeys(names))))
         level = next_level
-
-
-def cli_documents(result: CliHelpResult, *, command: str) -> list[SourceDocument]:
-    """One document per command of a walk, ready for the ingest pipeline.
-
-    Each document has path ``s3api/put-object`` (the tool's name for the tool itself), URL
-    ``cli://aws/s3api/put-object``, Markdown text (heading, synopsis in a code block, description,
-    options with their descriptions, subcommands, global option names) and one ``command`` section
-    ``(command, "s3api put-object")`` that holds all of it, so an option is always found with its
-    command. Metadata: ``command``, ``subcommand_path``, ``options`` (every spelling of the command's
-    own options), ``global_options``, ``synopsis`` and ``version``.
-
-    Args:
-        result: what :func:`walk_cli_help` returned.
-        command: the tool's name as users type it (``aws``; a path is cut to its last part), used in
-            paths, URLs and headings.
-    """
-    # A tool given by path (/usr/bin/aws) is still documented under the name users type.
-    command = Path(command).name or command
-    documents: list[SourceDocument] = []
-    for cmd in result.commands:
-        entity = cmd.name or command
-        own = [o for o in cmd.options if not cmd.path or not o.is_global]
-        inherited = [o for o in cmd.options if cmd.path and o.is_global]
-        body = _markdown_body(cmd, own, inherited)
-        title = f"{command} {cmd.name}".strip()
-        documents.append(
-            SourceDocument(
-                path="/".join(cmd.path) or command,
-                url=f"cli://{command}/{'/'.join(cmd.path)}",
-                # The canonical text decides whether a re-ingest changed anything: it holds all sections.
-                text="\n\n".join([f"# {title}", body, *(_example_text(e) for e in cmd.examples)]),
-                parsed=ParsedDocument(
-                    title=title,
-                    sections=[
-                        Section(path=(command, entity), text=_summary(cmd), entity_type="command"),
-                        Section(path=(command, entity), text=body, entity_type="command"),
-                        # Examples stay under the command's name: a question phrased like an
-                        # example's title ("upload a file") must find the command it shows.
-                        *(
-                            Section(
-                                path=(command, entity), text=_example_text(example), entity_type="example"
-                            )
-                            for example in cmd.examples
-                        ),
-                    ],
-                    metadata={"entity_type": "command"},
-                ),
-                metadata={
-                    "command": command,
-                    "subcommand_path": list(cmd.path),
-                    "options": list(dict.fromkeys(s for o in own for s in o.spellings)),
-                    "global_options": list(dict.fromkeys(s for o in inherited for s in o.spellings)),
-                    "synopsis": cmd.synopsis,
-                    "version": result.version,
-                },
-            )
-        )
-    return documents
-
-
-# Paragraphs that warn or note rather than say what a command does.
-_THIRD_PERSON = re.compile(
-    r"^(?!(?:This|Its|As|Has|Is|Was|Does|Thus|Unless|Always|Sometimes|Perhaps|Various|Previous)\b)"
-    r"[A-Z][a-z]+(?<!ss)s\b"
-)
-_ASIDE = re.compile(r"^\s*(warning|note|important|caution|deprecated|tip)\b\s*[:!-]", re.IGNORECASE)
-
-
-def _summary(cmd: CliCommand) -> str:
-    """A short first chunk: what the command does.
-
-    An embedder reads only the first ~256 word pieces of a chunk; real help pages often open with
-    warnings and kilobytes of synopsis, which would hide what the command is for.
-    """
-    paragraphs = [p.strip() for p in (cmd.description or "").split("\n\n") if p.strip()]
-    # Reference docs conventionally open the real description with a third-person verb ("Adds an
-    # object to a bucket", "Creates a queue"); notices about regions or dates do not.
-    plain = [p for p in paragraphs if not _ASIDE.match(p)]
-    purpose = next(
-        (p for p in plain if _THIRD_PERSON.match(p)), plain[0] if plain else (paragraphs or [""])[0]
-    )
-    sentences = re.split(r"(?<=[.!?])\s+", " ".join(purpose.split()))
-    # Option names stay out of it (they are in the chunk attributes and the detail chunks): sixty
-    # `--flag` names would outweigh one sentence of purpose in the embedding.
-    return " ".join(sentences[:2])[:400]
-
-
-def _example_text(example: CliExample) -> str:
-    return f"{example.title}\n\n{example.text}" if example.title else example.text
-
-
-def _markdown_body(cmd: CliCommand, own: list[CliOption], inherited: list[CliOption]) -> str:
-    parts: list[str] = []
-    # What the command does comes first: an embedder reads only the first ~256 word pieces of a
-    # chunk, and a long synopsis would otherwise fill them with option names.
-    summary, _, rest = (cmd.description or "").partition("\n\n")
-    if summary:
-        parts.append(summary)
-    if cmd.synopsis:
-        parts.append(f"```\n{cmd.synopsis}\n```")
-    if rest:
-        parts.append(rest)
-    if own:
-        lines = ["## Options", ""]
-        for option in own:
-            spelled = ", ".join(f"`{s}`" for s in option.spellings)
-            hint = f" `{option.value_hint}`" if option.value_hint else ""
-            described = f": {option.description}" if option.description else ""
-            lines.append(f"- {spelled}{hint}{described}")
-        parts.append("\n".join(lines))
-    if cmd.subcommands:
-        parts.append("## Subcommands\n\n" + "\n".join(f"- `{name}`" for name in cmd.subcommands))
-    if inherited:
-        parts.append("## Global options\n\n" + ", ".join(f"`{o.name}`" for o in inherited))
-    return "\n\n".join(parts)
