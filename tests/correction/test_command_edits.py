@@ -214,6 +214,37 @@ def test_the_negation_of_a_documented_option_the_output_asks_for_is_added() -> N
     assert all(c.confidence < 0.7 for c in CommandEdits().propose(unrelated))
 
 
+def _lock_page(help_text: str) -> CommandDoc:
+    regenerate = OptionDoc("--regenerate", description="Ignore existing lock file and start from scratch.")
+    return CommandDoc(
+        "tool",
+        ("lock",),
+        {regenerate.name: regenerate},
+        frozenset(),
+        tuple(synopsis_forms("lock [options]")),
+        "lock [options]",
+        {"content": f"# tool lock\n\nLocks the project dependencies.\n\n{help_text}"},
+    )
+
+
+def test_a_negated_flag_is_dropped_only_when_the_docs_say_its_behaviour_is_the_default() -> None:
+    """Poetry 2 removed `lock --no-update` (not updating is the default now) and `install --no-dev`."""
+    default = "By default, packages that have already been added to the lock file before will not be updated."
+    failure = FailureInput(
+        argv=["tool", "lock", "--no-update"],
+        exit_code=1,
+        stderr='The option "--no-update" does not exist',
+        tree=CommandTree([_lock_page(default)]),
+        tool="tool",
+    )
+    best = CommandEdits().propose(failure)[0]
+    assert best.argv == ["tool", "lock"] and best.confidence >= 0.7, best
+    silent = FailureInput(
+        **{**failure.__dict__, "tree": CommandTree([_lock_page("It writes the lock file.")])}
+    )
+    assert all(c.confidence < 0.7 for c in CommandEdits().propose(silent))
+
+
 def test_a_template_in_the_error_inserts_the_subcommand() -> None:
     hints = command_hints(
         "error: `tool <path>` has been removed. Use `tool check <path>` instead.", ["tool", "a.py"]

@@ -166,3 +166,13 @@ def test_normalized_error_is_the_same_for_other_values(tmp_path: Path) -> None:
 def test_dashes_and_negative_numbers_are_not_options(token: str) -> None:
     parsed = parse_command(["tool", "x", token])
     assert parsed.options == ()
+
+
+def test_rejected_options_named_before_what_is_wrong_with_them() -> None:
+    """Symfony Console / cleo and others name the option first: 'The option "--x" does not exist'."""
+    argv = ["tool", "lock", "--no-update", "--keep"]
+    assert [r.option for r in rejected_options('The option "--no-update" does not exist', argv)] == [
+        "--no-update"
+    ]
+    assert [r.option for r in rejected_options("error: parameter --keep is unknown", argv)] == ["--keep"]
+    assert rejected_options("The option --keep is documented below", argv) == []

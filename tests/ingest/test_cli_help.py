@@ -555,3 +555,16 @@ def test_a_root_help_that_is_the_page_of_the_command_listing_command(tmp_path: P
     by_name = {command.name: command for command in result.commands}
     assert set(by_name) == {"", "install", "lock"}, [p.reason for p in result.problems]
     assert "--only" in {option.name for option in by_name["install"].options}
+
+
+def test_a_help_section_after_the_options_joins_the_description() -> None:
+    """Symfony Console and cleo print what a command does by default under "Help:"."""
+    page = parse_help(
+        "Description:\n  Locks the project dependencies.\n\nUsage:\n  lock [options]\n\n"
+        "Options:\n      --regenerate  Ignore existing lock file.\n\n"
+        "Help:\n  The lock command reads the pyproject.toml file.\n  By default, packages that have already "
+        "been added to the lock file before will not be updated.\n"
+    )
+    assert page.description.startswith("Locks the project dependencies.")
+    assert "By default, packages that have already been added" in page.description
+    assert [option.name for option in page.options] == ["--regenerate"]

@@ -382,6 +382,12 @@ def _drop(
         prior, why = 0.5, "the tool rejects it (though the output names a replacement)"
     elif ignored or hints.default_now:
         prior, why = 0.8, "the output says it is ignored, has no effect or is the default now"
+    elif (negated := _negated_word(target.option)) and page is not None and not page.accepts(target.option):
+        # Dropping `--no-update` does the updating it asked to avoid, unless that is the default now.
+        if _default_not(page, negated):
+            prior, why = 0.8, f"the docs say not to {negated} is the default now"
+        else:
+            prior, why = 0.45, f"dropping it undoes what `{target.option}` asked for"
     elif page is not None and not page.accepts(target.option) and not _replaced_in_docs(page, target.option):
         prior, why = 0.66, "the documentation of the installed version no longer has it, nor anything like it"
     elif page is not None and not page.accepts(target.option):
@@ -641,6 +647,27 @@ def _option_to_subcommand(scene: _Scene, target: RejectedOption) -> Iterator[Edi
             target.option,
             {"source": "docs"},
         )
+
+
+_NEGATION = re.compile(r"^--(?:no|without|disable|skip|exclude)-(?P<word>[a-z][\w-]*)$")
+
+
+def _negated_word(option: str) -> str:
+    """What a negated flag asks not to do: ``--no-update`` -> ``update`` ("" for other options)."""
+    match = _NEGATION.match(option)
+    return match.group("word").replace("-", " ") if match else ""
+
+
+def _default_not(page: CommandDoc, word: str) -> bool:
+    """Whether the command's docs say it does not ``word`` by default: a sentence with "default", a
+    negation and the word's stem ("By default, packages ... will not be updated")."""
+    stem = word.split()[0][: max(4, len(word.split()[0]) - 2)]
+    text = str(page.snippet.get("content") or "")
+    for sentence in re.split(r"(?<=[.!?])\s+", text):
+        lowered = sentence.lower()
+        if "default" in lowered and stem in lowered and re.search(r"\b(?:not|never|no)\b|n't\b", lowered):
+            return True
+    return False
 
 
 def _subcommand_prior(scene: _Scene, doc: CommandDoc) -> tuple[float, str]:

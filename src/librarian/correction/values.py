@@ -224,6 +224,12 @@ _REJECTION = re.compile(
     r"(?:shorthand\s+)?(?:command[- ]line\s+)?"
     r"(?P<noun>options?|arguments?|flags?|parameters?|switch(?:es)?)\b(?P<rest>[^\n]*)"
 )
+# The name first: 'The option "--a" does not exist', "parameter --a is unknown", "flag '-a' is not
+# recognized" (the "rest" is the name alone).
+_REJECTED_AFTER = re.compile(
+    r"(?i)\b(?P<noun>option|argument|flag|parameter|switch)\s+(?P<rest>[`'\"‘“]?-{1,2}[A-Za-z0-9?][\w.-]*"
+    r"[`'\"’”]?)\s+(?:does not exist|is (?:unknown|not (?:known|recogni[sz]ed|supported|allowed|valid)))\b"
+)
 _LISTED_AFTER_COLON = re.compile(r"^\s*:\s*(?P<list>.+)$")
 _QUOTED = re.compile(r"[`'\"‘“]([^`'\"’”\s]+)[`'\"’”]")
 _DASHED = re.compile(r"(?<![\w-])(-{1,2}[A-Za-z0-9?][\w.-]*(?:=\S*)?)")
@@ -245,7 +251,8 @@ def rejected_options(error_text: str, argv: Sequence[str]) -> list[RejectedOptio
     """
     tokens = list(argv)
     found: dict[int, RejectedOption] = {}
-    for match in _REJECTION.finditer(error_text):
+    matches = [*_REJECTION.finditer(error_text), *_REJECTED_AFTER.finditer(error_text)]
+    for match in matches:
         # Only a plural heading ("Unknown options: --a,v") lists every token left over, values
         # included; a singular one ("no such option: --a") stops at the first unknown name.
         plural = match.group("noun").lower().endswith("s")

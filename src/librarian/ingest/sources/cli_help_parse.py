@@ -43,6 +43,9 @@ _WORDS_TITLE = re.compile(r"^[A-Z][\w' /&()-]*$")
 _SYNOPSIS_TITLE = re.compile(r"(?i)^(synopsis|usage)\b")
 _DESCRIPTION_TITLE = re.compile(r"(?i)^description$")
 _NAME_TITLE = re.compile(r"(?i)^name$")
+# Prose about the command after its options (Symfony Console and cleo print "Help:"): it says what
+# the defaults are ("By default, packages ... will not be updated"), so it joins the description.
+_DETAILS_TITLE = re.compile(r"(?i)^(help|details|discussion)$")
 _EXAMPLES_TITLE = re.compile(r"(?i)^examples?$")
 # "Example 1: Upload an object" (AWS CLI, many man pages) starts one example of an EXAMPLES section.
 _EXAMPLE_HEADING = re.compile(r"^(?:\*\*)?example\s*\d*\s*[:.)-]\s*\S.*$", re.IGNORECASE)
@@ -235,6 +238,7 @@ def parse_help(text: str) -> HelpPage:
     description = ""
     name_summary = ""
     preamble = ""
+    details = ""
     options: dict[str, CliOption] = {}
     subcommands: dict[str, str] = {}
     examples: list[CliExample] = []
@@ -249,6 +253,8 @@ def parse_help(text: str) -> HelpPage:
             description = description or _prose(block.lines, _MAX_DESCRIPTION, typeset)
         elif _NAME_TITLE.match(title):
             name_summary = _name_summary(block.lines)
+        elif _DETAILS_TITLE.match(title):
+            details = details or _prose(block.lines, _MAX_DESCRIPTION, typeset)
         elif _EXAMPLES_TITLE.match(title):
             examples = examples or _parse_examples(block.lines)
         elif _COMMANDS_TITLE.search(title) and not _OPTIONS_TITLE.search(title):
@@ -261,9 +267,12 @@ def parse_help(text: str) -> HelpPage:
     for option in _synopsis_options(synopsis):
         if not any(spelling in _known_spellings(options) for spelling in option.spellings):
             options.setdefault(option.name, option)
+    description = description or name_summary or preamble
+    if details:
+        description = _trim(f"{description}\n\n{details}".strip(), _MAX_DESCRIPTION)
     return HelpPage(
         synopsis=synopsis,
-        description=description or name_summary or preamble,
+        description=description,
         options=list(options.values()),
         subcommands=list(subcommands.items()),
         examples=examples,
