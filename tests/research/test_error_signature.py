@@ -69,6 +69,11 @@ def test_option_values_do_not_change_the_signature_but_the_option_does() -> None
             "An error occurred (InvalidClientTokenId): key AKIAI44QH8DHBEXAMPLE is not valid",
         ),
         ("Error:   Access   DENIED.", "error: access denied"),
+        # A progress line with a generated name before the error line, which alone is the error.
+        (
+            'Creating virtualenv demo-vTdeFko8-py3.11 in /w/1/.cache\nThe option "--no-update" does not exist',
+            'Creating virtualenv demo-Qm2xPa0k-py3.11 in /w/2/.cache\nThe option "--no-update" does not exist',
+        ),
     ],
 )
 def test_variable_parts_give_equal_signatures(first: str, second: str) -> None:

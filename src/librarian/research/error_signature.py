@@ -57,7 +57,8 @@ _CHAINING = re.compile(
 _ERROR_LINE = re.compile(
     r"\b(error|errors|exception|fatal|fail|failed|failure|unknown|unrecognized|unrecognised|invalid|"
     r"denied|forbidden|unauthori[sz]ed|not found|no such|cannot|can't|could not|couldn't|unable|missing|"
-    r"required|expected|refused|timed out|timeout|not allowed|not permitted|not supported|conflict)\b"
+    r"required|expected|refused|timed out|timeout|not allowed|not permitted|not supported|conflict|"
+    r"does not exist|doesn't exist|no longer|removed|deprecated)\b"
     r"|\w(Error|Exception):",
     re.IGNORECASE,
 )
