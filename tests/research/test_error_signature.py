@@ -71,8 +71,8 @@ def test_option_values_do_not_change_the_signature_but_the_option_does() -> None
         ("Error:   Access   DENIED.", "error: access denied"),
         # A progress line with a generated name before the error line, which alone is the error.
         (
-            'Creating virtualenv demo-vTdeFko8-py3.11 in /w/1/.cache\nThe option "--no-update" does not exist',
-            'Creating virtualenv demo-Qm2xPa0k-py3.11 in /w/2/.cache\nThe option "--no-update" does not exist',
+            'Creating virtualenv demo-vTdeFko8-py3.11 in /w/1\nThe option "--no-update" does not exist',
+            'Creating virtualenv demo-Qm2xPa0k-py3.11 in /w/2\nThe option "--no-update" does not exist',
         ),
     ],
 )
