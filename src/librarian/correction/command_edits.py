@@ -19,7 +19,9 @@ it generates single :class:`~librarian.correction.edits.Edit` s:
   (preferring one documented as the default);
 - **move a value** between an option and a positional argument, as the usage of the command wants;
 
-and pairs of them that touch different tokens. Each candidate is then checked against the docs
+and pairs of them that touch different tokens. The edits of words (subcommands, values) are in
+:mod:`~librarian.correction.subcommand_edits`; the parsed failure they all read is a
+:class:`~librarian.correction.command_scene.Scene`. Each candidate is then checked against the docs
 (:func:`~librarian.correction.docs_check.check_against_docs`: every option and subcommand documented,
 listed values respected, every value of the failed command kept) and ranked by that evidence.
 Nothing here names a tool, an option or a command.
@@ -27,29 +29,43 @@ Nothing here names a tool, an option or a command.
 
 from __future__ import annotations
 
-import fnmatch
 import itertools
-import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from librarian.correction.candidates import Candidate, FailureInput
 from librarian.correction.choices import choices
-from librarian.correction.command_tree import CommandTree
+from librarian.correction.command_scene import (
+    INFORMATIONAL,
+    Scene,
+    build_scene,
+    co_required,
+    distinct_options,
+    dropped_values,
+    family_members,
+    first_sentence,
+    is_boolean,
+    is_suggestion,
+    replaced_in_docs,
+    replacement_for,
+    with_values,
+)
 from librarian.correction.docs_check import DocsCheck, check_against_docs
 from librarian.correction.edits import Edit, apply_edits, compatible
-from librarian.correction.error_hints import CommandHints, command_hints
-from librarian.correction.helpdocs import CommandDoc, OptionDoc, command_doc
+from librarian.correction.helpdocs import CommandDoc, OptionDoc
 from librarian.correction.matching import STRONG, WEAK, facets, score, singular
 from librarian.correction.names import content_words, keeps_meaning, name_similarity
-from librarian.correction.replacement import Replacement
+from librarian.correction.subcommand_edits import (
+    missing_subcommand_edits,
+    option_to_subcommand,
+    required_subcommand_edits,
+    template_edits,
+    word_edits,
+)
 from librarian.correction.values import (
-    ParsedCommand,
     RejectedOption,
-    classify_value,
     is_option,
-    parse_command,
 )
 
 __all__ = ["CommandEdits", "keeps_meaning", "name_similarity"]
@@ -57,33 +73,8 @@ __all__ = ["CommandEdits", "keeps_meaning", "name_similarity"]
 _CAP = 0.95
 _PAIR_FACTOR = 0.92
 _MAX_SINGLES_PAIRED = 12
-# Options that print something about the tool instead of doing the task: never a correction's doing.
-_INFORMATIONAL = frozenset({"--help", "-h", "-?", "--usage", "--version", "-V"})
 _KEEPS_REJECTED_FACTOR = 0.7
-_BOOLEAN = frozenset(["on", "off", "true", "false", "yes", "no", "1", "0", "y", "n", "enabled", "disabled"])
 _FALSE = frozenset(["off", "false", "no", "0", "n", "disabled"])
-_DEFAULT_COMMAND = re.compile(r"(?i)\(default\)|\bdefault (?:sub)?command\b|\bthe default\b")
-
-
-@dataclass(frozen=True)
-class _Scene:
-    """The failed command as the generators see it."""
-
-    argv: list[str]
-    parsed: ParsedCommand
-    program_length: int
-    path: tuple[str, ...]
-    tree: CommandTree
-    own: CommandDoc | None
-    hints: CommandHints
-    researched: tuple[tuple[str, ...], ...] = ()
-    workspace: str | None = None
-    intent: str = ""
-
-    @property
-    def page(self) -> CommandDoc | None:
-        """The page whose options an option edit uses: the command's own, else the tool's."""
-        return self.own or self.tree.command(())
 
 
 class CommandEdits:
@@ -100,7 +91,7 @@ class CommandEdits:
 
     def propose(self, failure: FailureInput) -> list[Candidate]:
         """Candidate corrections of ``failure``, best first."""
-        scene = _scene(failure)
+        scene = build_scene(failure)
         if scene is None:
             return []
         singles = list(_single_edits(scene))
@@ -124,62 +115,25 @@ class CommandEdits:
 # -- the scene ---------------------------------------------------------------------------------------
 
 
-def _scene(failure: FailureInput) -> _Scene | None:
-    tree = failure.tree if failure.tree is not None else CommandTree.from_snippets(failure.snippets)
-    argv = list(failure.argv)
-    if len(argv) < 1:
-        return None
-    tool = failure.tool or os.path.basename(argv[0])
-    paths = tree.paths()
-    first = parse_command(argv, failure.workspace, tool=tool, known_paths=paths)
-    own = tree.command(first.command_path) if tree else None
-    parsed = parse_command(
-        argv,
-        failure.workspace,
-        tool=tool,
-        known_paths=paths,
-        takes_value=own.takes_value if own is not None else None,
-    )
-    program_length = len(parsed.program)
-    hints = command_hints(failure.output, argv, program_length)
-    # The commands research ranked for the task's own words, best first: evidence of which
-    # subcommand the task means when the output does not say.
-    ranked = sorted(failure.snippets, key=lambda s: -float(s.get("score") or 0.0))
-    researched = tuple(dict.fromkeys(doc.path for s in ranked if (doc := command_doc(s)) is not None))
-    workspace = str(failure.workspace) if failure.workspace is not None else None
-    return _Scene(
-        argv,
-        parsed,
-        program_length,
-        parsed.command_path,
-        tree,
-        own,
-        hints,
-        researched,
-        workspace,
-        failure.intent,
-    )
-
-
 # -- single edits ------------------------------------------------------------------------------------
 
 
-def _single_edits(scene: _Scene) -> Iterator[Edit]:
+def _single_edits(scene: Scene) -> Iterator[Edit]:
     for target in scene.hints.targets:
         yield from _option_edits(scene, target)
     for index, word in scene.hints.rejected_words:
-        yield from _word_edits(scene, index, word)
-    yield from _template_edits(scene)
-    yield from _required_subcommand_edits(scene)
+        yield from word_edits(scene, index, word)
+    yield from template_edits(scene)
+    yield from required_subcommand_edits(scene)
     yield from _to_option_edits(scene)
     yield from _required_option_edits(scene)
-    yield from _missing_subcommand_edits(scene)
+    yield from missing_subcommand_edits(scene)
     yield from _unspecified_option_edits(scene)
     for target in scene.hints.targets:
-        yield from _option_to_subcommand(scene, target)
+        yield from option_to_subcommand(scene, target)
 
 
-def _readings(scene: _Scene, target: RejectedOption) -> list[tuple[int, tuple[str, ...]]]:
+def _readings(scene: Scene, target: RejectedOption) -> list[tuple[int, tuple[str, ...]]]:
     """How far the rejected option reaches: ``(end, its values)`` for each plausible arity."""
     argv, start = scene.argv, target.index
     if "=" in argv[start]:
@@ -193,7 +147,7 @@ def _readings(scene: _Scene, target: RejectedOption) -> list[tuple[int, tuple[st
     return readings
 
 
-def _option_edits(scene: _Scene, target: RejectedOption) -> Iterator[Edit]:
+def _option_edits(scene: Scene, target: RejectedOption) -> Iterator[Edit]:
     page = scene.page
     for end, values in _readings(scene, target):
         span = (target.index, end)
@@ -206,18 +160,18 @@ def _option_edits(scene: _Scene, target: RejectedOption) -> Iterator[Edit]:
 
 
 def _named_renames(
-    scene: _Scene, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+    scene: Scene, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
 ) -> Iterator[Edit]:
     """Renames the output names: "use --b instead (of --a)", "--a was renamed to --b", "did you mean"."""
     hints = scene.hints
     for replacement in hints.replacements:
-        if not _replacement_for(scene, replacement, target):
+        if not replacement_for(scene, replacement, target):
             continue
         named = replacement.old is not None
-        suggestion = replacement.suggestion or _is_suggestion(replacement.text)
+        suggestion = replacement.suggestion or is_suggestion(replacement.text)
         # Of several alternatives, the one closest to the rejected option is the likeliest meaning.
         alternatives = sorted(
-            _members(scene, replacement.new, target.option),
+            family_members(scene, replacement.new, target.option),
             key=lambda n: -name_similarity(target.option, n.split()[0].partition("=")[0]),
         )
         for rank, new in enumerate(alternatives):
@@ -239,7 +193,7 @@ def _named_renames(
             else:
                 prior = 0.8
             prior *= 1.0 if rank == 0 else 0.9
-            tokens = _with_values(words, values, scene.page)
+            tokens = with_values(words, values, scene.page)
             yield Edit(
                 "rename_option",
                 span[0],
@@ -249,17 +203,17 @@ def _named_renames(
                 f'the output says to use `{" ".join(words)}` for `{target.option}`: "{replacement.text}"',
                 target.option,
                 {"source": "error", "text": replacement.text},
-                drops=_dropped_values(values, tokens),
+                drops=dropped_values(values, tokens),
             )
 
 
 def _documented_renames(
-    scene: _Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+    scene: Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
 ) -> Iterator[Edit]:
     """Documented options that replace the rejected one: named in their description, or related by name."""
     used = {use.name for use in scene.parsed.options}
     bare = target.option.lstrip("-")
-    for option in _distinct(page):
+    for option in distinct_options(page):
         if option.name in used or target.option in option.spellings:
             continue
         mentions = re.search(rf"(?<![\w-])(?:--?)?{re.escape(bare)}(?![\w-])", option.description or "")
@@ -270,7 +224,7 @@ def _documented_renames(
         ):
             prior, why = (
                 0.85,
-                f'its description names `{target.option}`: "{_first_sentence(option.description)}"',
+                f'its description names `{target.option}`: "{first_sentence(option.description)}"',
             )
         elif similarity >= 0.5:
             prior = 0.45 + 0.4 * similarity
@@ -280,8 +234,8 @@ def _documented_renames(
         else:
             continue
         takes = page.takes_value(option.name)
-        tokens = _with_values([option.name], values if takes is not False else (), page)
-        if takes is False and values and not _boolean(values):
+        tokens = with_values([option.name], values if takes is not False else (), page)
+        if takes is False and values and not is_boolean(values):
             continue  # the value would have nowhere to go
         yield Edit(
             "rename_option",
@@ -292,25 +246,25 @@ def _documented_renames(
             f"rename `{target.option}` to `{option.name}`: {why}",
             target.option,
             {"source": "docs", "option": option.name, "similarity": round(similarity, 3)},
-            drops=_dropped_values(values, tokens),
+            drops=dropped_values(values, tokens),
         )
 
 
 def _flag_to_value(
-    scene: _Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+    scene: Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
 ) -> Iterator[Edit]:
     """The flag's meaning as a listed value of a documented option (``--a-b=on`` -> ``--b=a``).
 
     The flag must carry no value, or only a boolean one (``on``, ``true``).
     """
-    if values and not _boolean(values):
+    if values and not is_boolean(values):
         return
     if target.option.startswith("--no-") or (values and values[0].lower() in _FALSE):
         return  # a negated flag means the opposite of the value its words would pick
     wanted = set(content_words(target.option))
     if not wanted:
         return
-    for option in _distinct(page):
+    for option in distinct_options(page):
         if target.option in option.spellings:
             continue
         listed = choices(option.value_hint, option.description)
@@ -327,7 +281,7 @@ def _flag_to_value(
             token = f"{option.name}={value}" if option.name.startswith("--") else None
             tokens: tuple[str, ...] = (token,) if token else (option.name, value)
             # "Requires `--preview`": an option that only works with another brings it along.
-            tokens += tuple(_co_required(option, page, used=set(scene.argv)))
+            tokens += tuple(co_required(option, page, used=set(scene.argv)))
             yield Edit(
                 "option_value",
                 span[0],
@@ -343,10 +297,10 @@ def _flag_to_value(
 
 
 def _to_positional(
-    scene: _Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
+    scene: Scene, page: CommandDoc, target: RejectedOption, span: tuple[int, int], values: tuple[str, ...]
 ) -> Iterator[Edit]:
     """``--file x`` -> ``x`` when the usage takes a positional argument named like the option."""
-    if len(values) != 1 or _boolean(values):
+    if len(values) != 1 or is_boolean(values):
         return
     wanted = set(content_words(target.option))
     for form in page.forms:
@@ -368,7 +322,7 @@ def _to_positional(
 
 
 def _drop(
-    scene: _Scene,
+    scene: Scene,
     target: RejectedOption,
     span: tuple[int, int],
     values: tuple[str, ...],
@@ -376,7 +330,7 @@ def _drop(
 ) -> Edit:
     hints = scene.hints
     ignored = any(r.index == target.index for r in hints.ignored)
-    replaced = any(_replacement_for(scene, replacement, target) for replacement in hints.replacements)
+    replaced = any(replacement_for(scene, replacement, target) for replacement in hints.replacements)
     if replaced:
         # The output names what to use instead: dropping the option would lose what it asked for.
         prior, why = 0.5, "the tool rejects it (though the output names a replacement)"
@@ -388,7 +342,7 @@ def _drop(
             prior, why = 0.8, f"the docs say not to {negated} is the default now"
         else:
             prior, why = 0.45, f"dropping it undoes what `{target.option}` asked for"
-    elif page is not None and not page.accepts(target.option) and not _replaced_in_docs(page, target.option):
+    elif page is not None and not page.accepts(target.option) and not replaced_in_docs(page, target.option):
         prior, why = 0.66, "the documentation of the installed version no longer has it, nor anything like it"
     elif page is not None and not page.accepts(target.option):
         prior, why = 0.55, "the documentation of the installed version no longer has it"
@@ -407,163 +361,7 @@ def _drop(
     )
 
 
-def _word_edits(scene: _Scene, index: int, word: str) -> Iterator[Edit]:
-    """A plain word called invalid: replace it by a documented sibling, or insert a subcommand before it;
-    an option's value called invalid: another of the option's listed values, or the option goes."""
-    owner = _value_owner(scene, index)
-    if owner is not None:
-        yield from _value_edits(scene, index, word, owner)
-        return
-    parent = scene.tree.longest_prefix(scene.argv[scene.program_length : index])
-    siblings = scene.tree.children(parent)
-    suggested = {n for r in scene.hints.replacements for n in r.new if not is_option(n)}
-    for doc in siblings:
-        candidate = doc.path[-1]
-        similarity = name_similarity(word, candidate)
-        if candidate in suggested:
-            prior = 0.75 + 0.15 * similarity
-        elif similarity >= 0.6:
-            prior = 0.45 + 0.4 * similarity
-        else:
-            continue
-        yield Edit(
-            "replace_subcommand",
-            index,
-            index + 1,
-            (candidate,),
-            prior,
-            f"`{word}` is not a command here; `{' '.join(doc.path)}` is documented"
-            + (
-                " and the output suggests it" if candidate in suggested else f" (similarity {similarity:.2f})"
-            ),
-            word,
-            {"source": "error" if candidate in suggested else "docs"},
-            drops=(word,),
-        )
-    if classify_value(word, scene.workspace).kind == "word" and not scene.hints.subcommand_required:
-        return
-    # A value (a file, a URL) where a subcommand is expected: the bare form of the command is gone.
-    for doc in siblings:
-        prior, why = _subcommand_prior(scene, doc)
-        yield Edit(
-            "insert_subcommand",
-            index,
-            index,
-            (doc.path[-1],),
-            prior,
-            f"`{word}` is taken for a subcommand, so one is required now: `{' '.join(doc.path)}` {why}",
-            "subcommand",
-            {"source": "docs"},
-        )
-
-
-def _value_owner(scene: _Scene, index: int) -> int | None:
-    """The argv index of the option whose value the token at ``index`` is, or ``None``."""
-    use = next((u for u in scene.parsed.options if index in u.value_indices), None)
-    return use.index if use is not None else None
-
-
-def _value_edits(scene: _Scene, index: int, word: str, owner: int) -> Iterator[Edit]:
-    """An option's value the tool rejects: a listed value related to it, else the option and value go."""
-    token = scene.argv[owner]
-    name, eq, attached = token.partition("=")
-    value = attached if eq else word
-    page = scene.page
-    option = page.options.get(name) if page is not None else None
-    listed = choices(option.value_hint, option.description) if option is not None else ()
-    listed = listed or tuple(n for r in scene.hints.replacements for n in r.new if not is_option(n))
-    span = (owner, owner + 1) if eq else (owner, index + 1)
-    related = [(name_similarity(value, choice), choice) for choice in listed if choice != value]
-    related = [item for item in related if item[0] >= 0.5 or _contains(value, item[1])]
-    for similarity, choice in sorted(related, reverse=True):
-        tokens = (f"{name}={choice}",) if eq else (name, choice)
-        yield Edit(
-            "option_value",
-            span[0],
-            span[1],
-            tokens,
-            0.5 + 0.35 * max(similarity, 0.8 if _contains(value, choice) else 0.0),
-            f"`{value}` is no longer a value of `{name}`; it lists `{choice}`",
-            value,
-            {"source": "docs", "values": list(listed[:20])},
-            drops=(value,),
-        )
-    if not related:
-        yield Edit(
-            "drop_option",
-            span[0],
-            span[1],
-            (),
-            0.66 if listed else 0.5,
-            f"drop `{' '.join(scene.argv[span[0] : span[1]])}`: `{value}` is not among the values "
-            f"`{name}` lists, and none of them is like it",
-            value,
-            {"source": "docs"},
-            drops=(value,),
-        )
-
-
-def _contains(old: str, new: str) -> bool:
-    """One value holds the other whole (``postcss`` and ``css``), with at least three letters."""
-    a, b = old.lower(), new.lower()
-    shorter, longer = sorted((a, b), key=len)
-    return (
-        len(shorter) >= 3 and shorter != longer and (longer.endswith(shorter) or longer.startswith(shorter))
-    )
-
-
-def _template_edits(scene: _Scene) -> Iterator[Edit]:
-    """The command line the output suggests: its subcommand path, the failed command's arguments kept."""
-    start = scene.program_length
-    current = scene.path
-    for template in scene.hints.templates:
-        words = template.words
-        documented = scene.tree.command(words) is not None or not scene.tree
-        prior = 0.88 if documented else 0.75
-        if words[: len(current)] == current:
-            tokens, span, kind = (
-                words[len(current) :],
-                (start + len(current), start + len(current)),
-                "insert_subcommand",
-            )
-        else:
-            tokens, span, kind = words, (start, start + len(current)), "set_subcommand"
-        if not tokens and span[0] == span[1]:
-            continue
-        yield Edit(
-            kind,  # type: ignore[arg-type]
-            span[0],
-            span[1],
-            tuple(tokens),
-            prior,
-            f'the output suggests `{" ".join(words)}`: "{template.text}"',
-            "subcommand",
-            {"source": "error", "text": template.text},
-            drops=tuple(current) if kind == "set_subcommand" else (),
-        )
-
-
-def _required_subcommand_edits(scene: _Scene) -> Iterator[Edit]:
-    """The output says a subcommand is needed: the documented one that takes every option used."""
-    hints = scene.hints
-    if not hints.subcommand_required or hints.templates:
-        return
-    at = scene.program_length + len(scene.path)
-    for doc in scene.tree.children(scene.path):
-        prior, why = _subcommand_prior(scene, doc)
-        yield Edit(
-            "insert_subcommand",
-            at,
-            at,
-            (doc.path[-1],),
-            prior,
-            f"the output says a subcommand is required; `{' '.join(doc.path)}` {why}",
-            "subcommand",
-            {"source": "docs"},
-        )
-
-
-def _unspecified_option_edits(scene: _Scene) -> Iterator[Edit]:
+def _unspecified_option_edits(scene: Scene) -> Iterator[Edit]:
     """ "No dialect was specified": the documented ``--dialect``, with the listed value the task's own
     words name ("... (ANSI dialect)")."""
     page = scene.page
@@ -592,63 +390,6 @@ def _unspecified_option_edits(scene: _Scene) -> Iterator[Edit]:
         )
 
 
-def _missing_subcommand_edits(scene: _Scene) -> Iterator[Edit]:
-    """The tool's usage wants a subcommand and the command gives none: each documented one, weakly.
-
-    Paired with an edit of a rejected option, this is how ``tool -c file`` becomes ``tool run file``.
-    """
-    root = scene.tree.command(())
-    if scene.path or root is None or scene.hints.subcommand_required or scene.hints.templates:
-        return
-    wants = any(
-        p.name.lower().strip("[]<>.") in ("command", "subcommand", "cmd")
-        for f in root.forms
-        for p in f.positionals
-    ) or bool(re.search(r"(?i)<command>|\[command\]|\bCOMMAND\b", root.synopsis))
-    if not wants:
-        return
-    at = scene.program_length
-    for doc in scene.tree.children(()):
-        prior, why = _subcommand_prior(scene, doc)
-        yield Edit(
-            "insert_subcommand",
-            at,
-            at,
-            (doc.path[-1],),
-            prior - 0.05,
-            f"the tool's usage wants a subcommand and the command gives none: `{' '.join(doc.path)}` {why}",
-            "subcommand",
-            {"source": "docs"},
-        )
-
-
-def _option_to_subcommand(scene: _Scene, target: RejectedOption) -> Iterator[Edit]:
-    """An option that became a subcommand: ``tool --clean`` -> ``tool clean``, ``--explain X`` -> ``rule X``
-    (the subcommand's own description says what the option said)."""
-    if target.index != scene.program_length + len(scene.path):
-        return  # only an option right where a subcommand would go
-    wanted = set(content_words(target.option))
-    for doc in scene.tree.children(scene.path):
-        name = doc.path[-1]
-        summary = set(content_words(" ".join(str(doc.snippet.get("content") or "").split()[:40])))
-        if name == target.option.lstrip("-"):
-            prior, why = 0.82, f"`{name}` is a documented subcommand now"
-        elif wanted and wanted & summary and len(wanted & summary) / len(wanted) >= 0.5:
-            prior, why = 0.62, f"`{' '.join(doc.path)}` is documented as doing what `{target.option}` said"
-        else:
-            continue
-        yield Edit(
-            "set_subcommand",
-            target.index,
-            target.index + 1,
-            (name,),
-            prior,
-            f"`{target.option}` became a subcommand: {why}",
-            target.option,
-            {"source": "docs"},
-        )
-
-
 _NEGATION = re.compile(r"^--(?:no|without|disable|skip|exclude)-(?P<word>[a-z][\w-]*)$")
 
 
@@ -670,26 +411,7 @@ def _default_not(page: CommandDoc, word: str) -> bool:
     return False
 
 
-def _subcommand_prior(scene: _Scene, doc: CommandDoc) -> tuple[float, str]:
-    """How well a documented subcommand fits the failed command: it takes every option used, it is
-    described as the default, research ranked it for the task's words."""
-    used = [use.name for use in scene.parsed.options]
-    accepted = all(doc.accepts(name) for name in used)
-    described = bool(_DEFAULT_COMMAND.search(str(doc.snippet.get("content") or "")[:400]))
-    rank = scene.researched.index(doc.path) if doc.path in scene.researched else None
-    prior = 0.45 + (0.12 if accepted else 0.0) + (0.15 if described else 0.0)
-    prior += 0.2 / (1 + rank) if rank is not None else 0.0
-    reasons = ["is documented"]
-    if accepted:
-        reasons.append("takes every option used" if used else "takes the arguments")
-    if described:
-        reasons.append("is described as the default")
-    if rank is not None:
-        reasons.append(f"is research's #{rank + 1} match for the task")
-    return prior, ", ".join(reasons)
-
-
-def _required_option_edits(scene: _Scene) -> Iterator[Edit]:
+def _required_option_edits(scene: Scene) -> Iterator[Edit]:
     """A flag the output says is required (on its own, or by an option used) is added."""
     page = scene.page
     at = scene.program_length + len(scene.path)
@@ -716,7 +438,7 @@ def _required_option_edits(scene: _Scene) -> Iterator[Edit]:
         )
 
 
-def _to_option_edits(scene: _Scene) -> Iterator[Edit]:
+def _to_option_edits(scene: Scene) -> Iterator[Edit]:
     """A positional value becomes the required option of the usage that matches it best."""
     own = scene.own
     if own is None or not own.forms:
@@ -750,12 +472,12 @@ def _to_option_edits(scene: _Scene) -> Iterator[Edit]:
 # -- candidates --------------------------------------------------------------------------------------
 
 
-def _candidate(scene: _Scene, edits: Sequence[Edit], strategy: str) -> Candidate | None:
+def _candidate(scene: Scene, edits: Sequence[Edit], strategy: str) -> Candidate | None:
     argv = apply_edits(scene.argv, edits)
     if argv == scene.argv or (not argv[scene.program_length :] and scene.argv[scene.program_length :]):
         return None
     introduced = _introduced(scene.argv, argv)
-    if introduced & _INFORMATIONAL:
+    if introduced & INFORMATIONAL:
         return None  # `--help=unstable` exits 0 having done nothing the task asked
     names = [token.partition("=")[0] for token in argv if is_option(token)]
     if any(names.count(name) > 1 for name in introduced):
@@ -791,7 +513,7 @@ def _candidate(scene: _Scene, edits: Sequence[Edit], strategy: str) -> Candidate
     )
 
 
-def _best_per_result(scene: _Scene, edits: list[Edit]) -> list[Edit]:
+def _best_per_result(scene: Scene, edits: list[Edit]) -> list[Edit]:
     """One edit per (span, tokens): the best-evidenced one, a little stronger when the output and the
     documentation both lead to it."""
     best: dict[tuple[int, int, tuple[str, ...]], Edit] = {}
@@ -826,79 +548,3 @@ def _introduced(before: Sequence[str], after: Sequence[str]) -> set[str]:
 
 
 # -- helpers -----------------------------------------------------------------------------------------
-
-
-def _distinct(page: CommandDoc) -> list[OptionDoc]:
-    """The page's options, each once, without those that only print information (help, version)."""
-    options = dict.fromkeys(page.options.values())
-    return [option for option in options if not set(option.spellings) & _INFORMATIONAL]
-
-
-def _boolean(values: Sequence[str]) -> bool:
-    return len(values) == 1 and values[0].lower() in _BOOLEAN
-
-
-def _with_values(words: Sequence[str], values: tuple[str, ...], page: CommandDoc | None) -> tuple[str, ...]:
-    """The new option's tokens, with the old option's values when the new one takes a value."""
-    if len(words) > 1 or "=" in words[0]:
-        return tuple(words)
-    takes = page.takes_value(words[0]) if page is not None else None
-    if takes is False or _boolean(values):
-        return tuple(words)
-    return (words[0], *values)
-
-
-def _co_required(option: OptionDoc, page: CommandDoc, *, used: set[str]) -> list[str]:
-    """Flags ``option``'s description says it requires, that the page documents and the command lacks."""
-    found = []
-    for match in re.finditer(r"(?i)\brequires?\s+[`'\"]?(--?[A-Za-z][\w-]*)", option.description or ""):
-        name = match.group(1)
-        if name not in used and page.accepts(name) and page.takes_value(name) is not True:
-            found.append(name)
-    return found
-
-
-def _replacement_for(scene: _Scene, replacement: Replacement, target: RejectedOption) -> bool:
-    """Whether a replacement phrase is about ``target``: it names it, or it is the only target."""
-    if replacement.old is not None:
-        return replacement.old.lstrip("-") == target.option.lstrip("-")
-    # An unattributed suggestion belongs to the option its line names, or to the only one rejected.
-    return len(scene.hints.targets) <= 1 or target.option.lstrip("-") in replacement.text
-
-
-def _replaced_in_docs(page: CommandDoc, option: str) -> bool:
-    """Whether a documented option could be ``option``'s successor: a related name, or its description
-    names it."""
-    bare = re.escape(option.lstrip("-"))
-    return any(
-        any(keeps_meaning(option, spelling) for spelling in doc.spellings)
-        or re.search(rf"(?<![\w-])(?:--?)?{bare}(?![\w-])", doc.description or "") is not None
-        for doc in _distinct(page)
-    )
-
-
-def _dropped_values(values: tuple[str, ...], tokens: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(v for v in values if v not in tokens)
-
-
-def _members(scene: _Scene, alternatives: Sequence[str], old: str) -> list[str]:
-    """The alternatives, with a pattern (``--unstable-*``) replaced by the options it names that the
-    output vouches for or the docs list."""
-    page = scene.page
-    known = sorted(scene.hints.vouched_options | (set(page.options) if page is not None else set()))
-    out: list[str] = []
-    for alternative in alternatives:
-        first = alternative.split()[0] if alternative.split() else ""
-        if "*" not in first:
-            out.append(alternative)
-            continue
-        out.extend(name for name in known if name != old and fnmatch.fnmatchcase(name, first))
-    return list(dict.fromkeys(out))
-
-
-def _is_suggestion(text: str) -> bool:
-    return bool(re.search(r"(?i)did you mean|maybe you meant|perhaps you meant|similar|most similar", text))
-
-
-def _first_sentence(text: str) -> str:
-    return re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0][:200]
