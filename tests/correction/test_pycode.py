@@ -343,6 +343,28 @@ def test_a_plural_in_prose_is_not_a_mention_of_a_removed_name() -> None:
     assert "np.prod((3, 4))" in best.code, best
 
 
+def test_a_keyword_error_naming_a_base_class_is_traced_to_the_class_that_made_the_object() -> None:
+    """pandas 2: `df.to_csv(line_terminator=...)` fails in `NDFrame.to_csv`, which `DataFrame` inherits."""
+    from librarian.correction.code_flow import _callee
+
+    code = (
+        "import pandas as pd\ndf = pd.DataFrame({'a': [1]})\ndf.to_csv('o.csv', line_terminator='\\r\\n')\n"
+    )
+    failure = parse_python_error(
+        error("TypeError: NDFrame.to_csv() got an unexpected keyword argument 'line_terminator'", 3)
+    )
+    assert failure is not None and failure.owner == "NDFrame.to_csv"
+    tree = ast.parse(code)
+    assert _callee(tree, imports(tree), failure) == "pandas.DataFrame.to_csv"
+    # A factory function made the object: the error's class name is kept, under the factory's package.
+    made = "import arrow\nt = arrow.get(1)\nt.shift(weeks=1, unknown=2)\n"
+    shifted = parse_python_error(
+        error("TypeError: Arrow.shift() got an unexpected keyword argument 'unknown'", 3)
+    )
+    assert shifted is not None
+    assert _callee(ast.parse(made), imports(ast.parse(made)), shifted) == "arrow.Arrow.shift"
+
+
 def test_related_names() -> None:
     assert related("product", "prod") >= 0.8 and related("cumtrapz", "cumulative_trapezoid") >= 0.8
     assert abbreviates("trapz", "trapezoid") and not abbreviates("msort", "sort")

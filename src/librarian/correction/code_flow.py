@@ -470,9 +470,13 @@ def _owner_class(tree: ast.AST, names: dict[str, str], error: PythonError) -> st
     return error.owner
 
 
-def _class_path(made_by: str, owner: str) -> str:
-    """The class path: the call that made the object when it is the class itself, else its module + owner."""
-    if made_by.rsplit(".", 1)[-1] == owner:
+def _class_path(made_by: str, owner: str, *, inherited: bool = False) -> str:
+    """The class path: the call that made the object when it is the class itself, else its module +
+    the error's owner (``arrow.get`` made an ``Arrow``). With ``inherited`` (a method's keyword
+    error, which may name the base class the method comes from: ``NDFrame.to_csv`` for a
+    ``DataFrame``), a class that made the object is taken as it is."""
+    last = made_by.rsplit(".", 1)[-1]
+    if last == owner or (inherited and last[:1].isupper()):
         return made_by
     return f"{made_by.split('.')[0]}.{owner}"
 
@@ -493,7 +497,8 @@ def _callee(tree: ast.AST, names: dict[str, str], error: PythonError) -> str:
         if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
             held = types.get(node.func.value.id)
             if held is not None:
-                return f"{_class_path(held, error.owner.split('.')[0])}.{node.func.attr}"
+                owner = error.owner.split(".")[0]
+                return f"{_class_path(held, owner, inherited=True)}.{node.func.attr}"
     return error.owner
 
 
