@@ -24,6 +24,7 @@ MODULES = [
     "librarian.correction.pycode.edits",
     "librarian.correction.pycode.failure",
     "librarian.correction.pycode.forwarded",
+    "librarian.correction.pycode.keyword_values",
     "librarian.correction.pycode.methods",
     "librarian.correction.pycode.source",
     "librarian.runtime.task_env",

@@ -365,6 +365,34 @@ def test_a_keyword_error_naming_a_base_class_is_traced_to_the_class_that_made_th
     assert _callee(ast.parse(made), imports(ast.parse(made)), shifted) == "arrow.Arrow.shift"
 
 
+def test_a_flag_turned_off_becomes_the_listed_value_the_task_asks_for() -> None:
+    """pandas 2: `error_bad_lines=False` is `on_bad_lines='skip'`; renaming it with `False` is wrong."""
+    code = "import pandas as pd\ndf = pd.read_csv('s.csv', error_bad_lines=False)\n"
+    failure = parse_python_error(
+        error("TypeError: read_csv() got an unexpected keyword argument 'error_bad_lines'", 2)
+    )
+    assert failure is not None
+    doc = (
+        "on_bad_lines : {'error', 'warn', 'skip'} or Callable, default 'error'\n"
+        "    Specifies what to do upon encountering a bad line (a line with too many fields)."
+    )
+    scene = CodeScene(
+        code=code,
+        error=failure,
+        callee="pandas.read_csv",
+        parameters=("filepath_or_buffer", "sep", "on_bad_lines"),
+        callee_doc=doc,
+        intent="Load sales.csv skipping malformed lines and print the row count",
+    )
+    best = code_candidates(scene)[0]
+    assert "pd.read_csv('s.csv', on_bad_lines='skip')" in best.code and best.confidence >= 0.7, best
+    renamed = [c for c in code_candidates(scene) if "on_bad_lines=False" in c.code]
+    assert renamed and renamed[0].confidence < 0.7
+    # Without a task that names one of the values, nothing is guessed.
+    vague = CodeScene(**{**scene.__dict__, "intent": "Load sales.csv"})
+    assert all(c.confidence < 0.7 for c in code_candidates(vague))
+
+
 def test_related_names() -> None:
     assert related("product", "prod") >= 0.8 and related("cumtrapz", "cumulative_trapezoid") >= 0.8
     assert abbreviates("trapz", "trapezoid") and not abbreviates("msort", "sort")

@@ -362,6 +362,7 @@ def candidates(
         parameters=(entry.parameters if entry and entry.parameters else signature_parameters(signature)),
         callee_doc=callee_doc,
         documented_keywords=keywords,
+        intent=run.context.goal,
         providers=providers,
         signature=signature,
         researched=tuple(dict.fromkeys(str(s.get("entity_name")) for s in snippets if s.get("entity_name"))),

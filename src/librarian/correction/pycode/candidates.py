@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from librarian.correction.choices import choices
-from librarian.correction.matching import singular
 from librarian.correction.names import name_similarity
 from librarian.correction.pycode.api import ApiIndex, Probe
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError
 from librarian.correction.pycode.forwarded import extra_positionals, reads_like
+from librarian.correction.pycode.keyword_values import keyword_from_false, keyword_to_value
 from librarian.correction.pycode.methods import method_value_edits
 from librarian.correction.pycode.source import imports, qualified, signature_function
 
@@ -82,6 +82,7 @@ class CodeScene:
         providers: modules the probe found providing an imported name.
         documented_keywords: for a ``**kwargs`` callee, the keywords its docs (or the class they send
             the reader to) list.
+        intent: the task's own description (which of a parameter's listed values it asks for).
     """
 
     code: str
@@ -97,6 +98,7 @@ class CodeScene:
     signature: str | None = None
     researched: tuple[str, ...] = ()
     documented_keywords: tuple[str, ...] = ()
+    intent: str = ""
 
     def research_bonus(self, path: str) -> float:
         """A little more for what research ranked high for the task's words (breaks near ties)."""
@@ -358,16 +360,20 @@ def _keyword_edits(scene: CodeScene) -> Iterator[_Edit]:
     for param in params:
         description = _parameter_doc(scene.callee_doc, param)
         score = max(related(old, param), 0.9 if _mentions(description, old) else 0.0)
+        # A flag's True or False passed on to a parameter that lists named values is no longer one.
+        listed = value in ("True", "False") and bool(choices("", description))
         if score >= 0.5:
             yield (
                 {"op": "rename_keyword", "callee": callee, "old": old, "new": param},
-                0.45 + 0.4 * score,
+                (0.45 + 0.4 * score) * (0.6 if listed else 1.0),
                 f"`{callee}` has no `{old}` in the installed version; `{param}` is its parameter "
                 f"closest to it ({score:.2f}).",
                 True,
             )
         if value in ("True", None):
-            yield from _keyword_to_value(callee, old, param, description)
+            yield from keyword_to_value(callee, old, param, description)
+        elif value == "False" and score >= 0.5:
+            yield from keyword_from_false(callee, old, param, description, scene.intent)
     has_params = bool(params)
     yield (
         {"op": "drop_keyword", "callee": callee, "name": old},
@@ -425,24 +431,6 @@ def _positional_edits(scene: CodeScene) -> Iterator[_Edit]:
             f"keyword `{name}`, which the argument `{extra[0][:60]}` reads like.",
             True,
         )
-
-
-def _keyword_to_value(callee: str, old: str, param: str, description: str) -> Iterator[_Edit]:
-    """``old=True`` as a listed value of ``param`` whose words the old keyword shares."""
-    wanted = {
-        singular(w)
-        for w in re.findall(r"[a-z]+", old.lower())
-        if len(w) > 2 and w not in ("use", "enable", "with")
-    }
-    for choice in choices("", description):
-        if wanted & {singular(w) for w in re.findall(r"[a-z]+", choice.lower())}:
-            yield (
-                {"op": "rename_keyword", "callee": callee, "old": old, "new": param, "value": repr(choice)},
-                0.8,
-                f"`{old}=True` became `{param}={choice!r}`: the docs of `{param}` list `{choice}` "
-                "among its values.",
-                True,
-            )
 
 
 # -- helpers -----------------------------------------------------------------------------------------
