@@ -28,8 +28,10 @@ import re
 __all__ = ["choices"]
 
 _VALUE = r"[A-Za-z0-9][\w.+:/-]*"
+# A value as a set or a docstring's type prints it: bare or quoted ("{'error', 'warn', 'skip'}").
+_SET_VALUE = rf"['\"]?{_VALUE}['\"]?"
 _HINT_SET = re.compile(
-    rf"^[\[{{(<]\s*({_VALUE}(?:\s*[|,]\s*{_VALUE})+)\s*[\]}})>]$|^({_VALUE}(?:\|{_VALUE})+)$"
+    rf"^[\[{{(<]\s*({_SET_VALUE}(?:\s*[|,]\s*{_SET_VALUE})+)\s*[\]}})>]$|^({_VALUE}(?:\|{_VALUE})+)$"
 )
 # "[possible values: a, b]", "[choices: "a", "b"]", "(choices: a, b, default: c)"
 _NOTE = re.compile(

@@ -340,7 +340,8 @@ def candidates(
     providers = probe.providers
     entry = _callee_entry(api, failure.callee, error.owner) if failure.callee else None
     signature = (entry.signature if entry else None) or probe.signatures.get(failure.callee)
-    callee_doc = (entry.doc if entry else "") or probe.docs.get(failure.callee, "")
+    # The indexed page may hold only the start of a long docstring; the interpreter has all of it.
+    callee_doc = max((entry.doc if entry else ""), probe.docs.get(failure.callee, ""), key=len)
     keywords: tuple[str, ...] = ()
     if error.kind == "positional" and takes_any_keyword(signature):
         keywords = tuple(documented_keywords(callee_doc))

@@ -58,7 +58,7 @@ for path in ask.get("signatures", []):
     try:
         target = resolve(path)
         out["signatures"][path] = str(inspect.signature(target))
-        out["docs"][path] = (inspect.getdoc(target) or "")[:4000]
+        out["docs"][path] = (inspect.getdoc(target) or "")[:60000]
     except Exception:
         out["signatures"][path] = None
 name = ask.get("provider_name")

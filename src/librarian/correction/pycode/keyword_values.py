@@ -21,7 +21,10 @@ from typing import Any
 from librarian.correction.choices import choices
 from librarian.correction.matching import singular
 
-__all__ = ["keyword_from_false", "keyword_to_value"]
+__all__ = ["keyword_from_false", "keyword_to_value", "listed_values"]
+
+# A numpy-style parameter line: "on_bad_lines : {'error', 'warn', 'skip'} or Callable, default 'error'".
+_TYPED_SET = re.compile(r"^\s*\w+\s*:\s*(?P<set>\{[^}\n]*\})")
 
 # An edit, its prior, why, and whether the installed API confirms it (as in :mod:`.candidates`).
 Edit = tuple[dict[str, Any], float, str, bool]
@@ -34,7 +37,7 @@ def keyword_to_value(callee: str, old: str, param: str, description: str) -> Ite
         for w in re.findall(r"[a-z]+", old.lower())
         if len(w) > 2 and w not in ("use", "enable", "with")
     }
-    for choice in choices("", description):
+    for choice in listed_values(description):
         if wanted & {singular(w) for w in re.findall(r"[a-z]+", choice.lower())}:
             yield (
                 {"op": "rename_keyword", "callee": callee, "old": old, "new": param, "value": repr(choice)},
@@ -52,7 +55,7 @@ def keyword_from_false(callee: str, old: str, param: str, description: str, inte
     own = {singular(w) for w in re.findall(r"[a-z]{3,}", old.lower())}
     said = re.findall(r"[a-z]{3,}", intent.lower())
     named = []
-    for choice in choices("", description):
+    for choice in listed_values(description):
         words = re.findall(r"[a-z]{3,}", choice.lower())
         if own & {singular(w) for w in words}:
             continue  # what the old flag switched off
@@ -66,3 +69,9 @@ def keyword_from_false(callee: str, old: str, param: str, description: str, inte
             "the one that is not what the old flag turned off and that the task asks for.",
             True,
         )
+
+
+def listed_values(description: str) -> tuple[str, ...]:
+    """The values a parameter's docs list: the set its type line gives, else the ones its prose names."""
+    typed = _TYPED_SET.match(description)
+    return choices(typed.group("set") if typed else "", description)
