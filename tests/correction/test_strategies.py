@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from librarian.correction.candidates import Candidate, FailureInput
+from librarian.correction.fix_templates import apply_fix_template
 from librarian.correction.helpdocs import command_doc
 from librarian.correction.replacement import find_replacements
 from librarian.correction.strategies import (
@@ -350,7 +351,7 @@ def test_learned_fix_round_trip(workspace: Path) -> None:
     # Another command, or a value of another kind, does not fit the template (they fail the same way).
     for argv in (
         ["aws", "s3", "mv", "sales.csv", "s3://archive-bucket/", "--tagging", "team=blue"],
-        ["aws", "s3", "cp", "sales", "s3://archive-bucket/", "--tagging", "team=blue"],
+        ["aws", "s3", "cp", "s3://other/sales.csv", "s3://archive-bucket/", "--tagging", "team=blue"],
     ):
         mismatch = FailureInput(argv, failure.exit_code, failure.stderr, workspace, learned_fixes=[stored])
         assert LearnedFix().propose(mismatch) == []
@@ -556,3 +557,24 @@ def test_no_strategy_names_a_tool_option_or_command() -> None:
 def test_candidates_serialise_to_json() -> None:
     candidate = Candidate(["tool", "x"], "explicit_replacement", 0.812345, "because", {"source": "error"})
     assert json.loads(json.dumps(candidate.to_dict()))["confidence"] == 0.8123
+
+
+def test_a_learned_fix_applies_before_the_directory_it_creates_exists(tmp_path: Path) -> None:
+    """Learned after a first try had made ``venv``, the fix still applies where ``venv`` is not there yet."""
+    made = tmp_path / "made"
+    (made / "venv").mkdir(parents=True)
+    template = make_fix_template(
+        ["virtualenv", "--clear-app-data", "venv"], ["virtualenv", "--seeder=app-data", "venv"], made
+    )
+    assert template.failed == ["virtualenv", "--clear-app-data", "{v0:file}"]
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    argv = ["virtualenv", "--clear-app-data", "venv"]
+    assert apply_fix_template(template.failed, template.fixed, argv, fresh) == [
+        "virtualenv",
+        "--seeder=app-data",
+        "venv",
+    ]
+    # A path with a directory part is a file only where it exists.
+    nested = ["virtualenv", "--clear-app-data", "out/venv"]
+    assert apply_fix_template(template.failed, template.fixed, nested, fresh) is None

@@ -146,6 +146,12 @@ def _embed(token: str, values: list[CommandValue]) -> str:
     return "".join(out)
 
 
+def _bare_name(kind: str, value: CommandValue) -> bool:
+    """A bare name is a file when it exists and a word when it does not yet: the output directory a
+    command creates (``venv``) is one value before and after its first run."""
+    return {kind, value.kind} == {"file", "word"} and "/" not in value.text
+
+
 def _bind(
     pattern: str, token: str, bound: dict[str, CommandValue], workspace: str | os.PathLike[str] | None
 ) -> bool:
@@ -170,7 +176,7 @@ def _bind(
         return False
     for name, kind in kinds.items():
         value = classify_value(found.group(name), workspace)
-        if kind and value.kind != kind:
+        if kind and value.kind != kind and not _bare_name(kind, value):
             return False
         if name in bound and bound[name].text != value.text:
             return False
