@@ -13,7 +13,9 @@ subcommands, the tool exited 0 (or listed options, as ``git commit -h`` does wit
 is not its parent's page again (a tool that ignores an unknown word prints its parent's help). The
 last strategy passes ``help`` as a positional argument, which most tools would take as a real argument
 (``pip install help`` installs a package), so it is only tried once the tool's own output advertises
-it, as the AWS CLI v1 does (``aws <command> help``).
+it, as the AWS CLI v1 does (``aws <command> help``). A root page that lists no commands may still
+lead to them: it names them (``TOOL help CMD``), or it is the page of the tool's command-listing
+command (Symfony Console and cleo print ``Usage: list ...``, "Lists commands."), which is then run.
 
 Sandbox: every child runs from an argument list (never a shell) with stdin closed, in a new session
 whose whole process group is killed at the timeout or when its output passes the cap; the working
