@@ -81,6 +81,23 @@ def test_names_are_traced_through_imports_and_assignments() -> None:
     names = imports(tree)
     assert names["np"] == "numpy" and names["Image"] == "PIL.Image"
     assert local_types(tree, names)["df"] == "pandas.DataFrame"
+    chained = ast.parse("from sklearn.preprocessing import Poly\np = Poly(degree=2).fit(x)\n")
+    assert local_types(chained, imports(chained))["p"] == "sklearn.preprocessing.Poly"
+
+
+def test_an_object_error_is_traced_to_the_imported_class_and_a_script_to_its_library() -> None:
+    from librarian.correction.code_flow import _owner_class
+
+    code = (
+        "from sklearn.preprocessing import PolynomialFeatures\n"
+        "models = [PolynomialFeatures()]\nmodels[0].get_names()\n"
+    )
+    failure = parse_python_error(
+        error("AttributeError: 'PolynomialFeatures' object has no attribute 'get_names'", 3)
+    )
+    assert failure is not None
+    tree = ast.parse(code)
+    assert _owner_class(tree, imports(tree), failure) == "sklearn.preprocessing.PolynomialFeatures"
 
 
 def test_edits_change_the_syntax_tree_not_the_text() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -198,8 +199,10 @@ def identify(run: LoopRun, environment: EnvironmentManager) -> None:
                 base = owner.split(".")[0]
     top = (base or callee).split(".")[0]
     if not top and tree is not None:
+        # The library the failure is about, not the standard library the script also imports.
         modules = imported_modules(tree)
-        top = modules[0] if modules else ""
+        third_party = [m for m in modules if m not in sys.stdlib_module_names]
+        top = (third_party or modules or [""])[0]
     run.details = CodeFailure(
         code,
         run.exit_code,
@@ -469,7 +472,8 @@ def _owner_class(tree: ast.AST, names: dict[str, str], error: PythonError) -> st
             return held  # a class or module reached through the imports
         if isinstance(node.value, ast.Name) and node.value.id in types:
             return _class_path(types[node.value.id], error.owner)
-    return error.owner
+    # The class itself imported by name (`from pkg.mod import Cls`), however the object was made.
+    return names.get(error.owner, error.owner)
 
 
 def _class_path(made_by: str, owner: str, *, inherited: bool = False) -> str:

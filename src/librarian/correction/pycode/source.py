@@ -75,8 +75,9 @@ def qualified(node: ast.AST, names: dict[str, str]) -> str | None:
 def local_types(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
     """Variable: the path of the call that assigned it (``df = pd.DataFrame()``: ``pandas.DataFrame``).
 
-    Also follows a method call on a known variable (``df = df.drop(...)`` keeps ``df``'s type) and
-    ``with X(...) as v`` bindings. It is a guess for tracing an error to a library, not type inference.
+    Also follows a method call on a known variable (``df = df.drop(...)`` keeps ``df``'s type) or
+    on a call (``p = Poly(degree=2).fit(x)`` is a ``Poly``), and ``with X(...) as v`` bindings. It
+    is a guess for tracing an error to a library, not type inference.
     """
     types: dict[str, str] = {}
     for node in ast.walk(tree):
@@ -90,15 +91,27 @@ def local_types(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
             value, targets = node.context_expr, [node.optional_vars]
         if not isinstance(value, ast.Call):
             continue
-        made = qualified(value.func, names)
-        if made is None and isinstance(value.func, ast.Attribute) and isinstance(value.func.value, ast.Name):
-            made = types.get(value.func.value.id)  # a method of a known object returns its kind, often
+        made = _made_by(value, names, types)
         if made is None:
             continue
         for target in targets:
             if isinstance(target, ast.Name):
                 types[target.id] = made
     return types
+
+
+def _made_by(call: ast.Call, names: dict[str, str], types: dict[str, str]) -> str | None:
+    """The path of what ``call`` makes: the callee through the imports, else (a method of a known
+    variable or of another call) what its receiver is, since a method returns its object's kind often."""
+    made = qualified(call.func, names)
+    if made is not None or not isinstance(call.func, ast.Attribute):
+        return made
+    receiver = call.func.value
+    if isinstance(receiver, ast.Name):
+        return types.get(receiver.id)
+    if isinstance(receiver, ast.Call):
+        return _made_by(receiver, names, types)
+    return None
 
 
 def uncalled_attributes(tree: ast.AST, line: int | None = None) -> list[ast.Attribute]:
