@@ -410,6 +410,23 @@ def test_a_flag_turned_off_becomes_the_listed_value_the_task_asks_for() -> None:
     assert all(c.confidence < 0.7 for c in code_candidates(vague))
 
 
+def test_a_name_that_moved_within_the_distribution_beats_members_whose_docs_mention_it() -> None:
+    """SciPy 1.13 dropped `scipy.signal.gaussian`; `scipy.signal.windows.gaussian` is the same window."""
+    code = "from scipy.signal import gaussian\nw = gaussian(5, std=1.0)\n"
+    failure = parse_python_error(
+        error("ImportError: cannot import name 'gaussian' from 'scipy.signal' (/x)", 1)
+    )
+    assert failure is not None
+    api = ApiIndex(
+        [ApiEntry("scipy.signal.windows.gaussian", "function", "(M, std, sym=True)", ("M", "std"), "")]
+    )
+    members = {"ShortTimeFFT": "Example::\n\n    >>> from scipy.signal.windows import `gaussian`\n"}
+    best = code_candidates(
+        CodeScene(code=code, error=failure, base="scipy.signal", api=api, members=members)
+    )[0]
+    assert best.code.startswith("from scipy.signal.windows import gaussian\n"), best
+
+
 def test_related_names() -> None:
     assert related("product", "prod") >= 0.8 and related("cumtrapz", "cumulative_trapezoid") >= 0.8
     assert abbreviates("trapz", "trapezoid") and not abbreviates("msort", "sort")
