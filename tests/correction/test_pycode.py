@@ -405,6 +405,18 @@ def test_a_flag_turned_off_becomes_the_listed_value_the_task_asks_for() -> None:
     assert "pd.read_csv('s.csv', on_bad_lines='skip')" in best.code and best.confidence >= 0.7, best
     renamed = [c for c in code_candidates(scene) if "on_bad_lines=False" in c.code]
     assert renamed and renamed[0].confidence < 0.7
+    # A boolean parameter whose prose quotes words is no list of named values: the flag keeps its value.
+    sparse = CodeScene(
+        code="from sklearn.preprocessing import OneHotEncoder\nenc = OneHotEncoder(sparse=False)\n",
+        error=parse_python_error(
+            error("TypeError: OneHotEncoder.__init__() got an unexpected keyword argument 'sparse'", 2)
+        ),  # type: ignore[arg-type]
+        callee="sklearn.preprocessing.OneHotEncoder",
+        parameters=("categories", "sparse_output"),
+        callee_doc="sparse_output : bool, default=True\n    When ``True``, it returns a :class:`csr_matrix`.",
+    )
+    kept = code_candidates(sparse)[0]
+    assert "OneHotEncoder(sparse_output=False)" in kept.code and kept.confidence >= 0.7, kept
     # Without a task that names one of the values, nothing is guessed.
     vague = CodeScene(**{**scene.__dict__, "intent": "Load sales.csv"})
     assert all(c.confidence < 0.7 for c in code_candidates(vague))

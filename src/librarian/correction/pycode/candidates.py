@@ -34,7 +34,7 @@ from librarian.correction.pycode.api import ApiIndex, Probe
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError
 from librarian.correction.pycode.forwarded import extra_positionals, reads_like
-from librarian.correction.pycode.keyword_values import keyword_from_false, keyword_to_value, listed_values
+from librarian.correction.pycode.keyword_values import keyword_from_false, keyword_to_value, typed_values
 from librarian.correction.pycode.methods import method_value_edits
 from librarian.correction.pycode.source import imports, qualified, signature_function
 
@@ -362,7 +362,7 @@ def _keyword_edits(scene: CodeScene) -> Iterator[_Edit]:
         description = _parameter_doc(scene.callee_doc, param)
         score = max(related(old, param), 0.9 if _mentions(description, old) else 0.0)
         # A flag's True or False passed on to a parameter that lists named values is no longer one.
-        listed = value in ("True", "False") and bool(listed_values(description))
+        listed = value in ("True", "False") and len(typed_values(description)) >= 2
         if score >= 0.5:
             yield (
                 {"op": "rename_keyword", "callee": callee, "old": old, "new": param},

@@ -21,7 +21,7 @@ from typing import Any
 from librarian.correction.choices import choices
 from librarian.correction.matching import singular
 
-__all__ = ["keyword_from_false", "keyword_to_value", "listed_values"]
+__all__ = ["keyword_from_false", "keyword_to_value", "listed_values", "typed_values"]
 
 # A numpy-style parameter line: "on_bad_lines : {'error', 'warn', 'skip'} or Callable, default 'error'".
 _TYPED_SET = re.compile(r"^\s*\w+\s*:\s*(?P<set>\{[^}\n]*\})")
@@ -75,3 +75,12 @@ def listed_values(description: str) -> tuple[str, ...]:
     """The values a parameter's docs list: the set its type line gives, else the ones its prose names."""
     typed = _TYPED_SET.match(description)
     return choices(typed.group("set") if typed else "", description)
+
+
+def typed_values(description: str) -> tuple[str, ...]:
+    """The named values a parameter's type line enumerates (``{'error', 'warn', 'skip'}``), booleans
+    left out; ``()`` when its type is not such a set (prose that quotes words is no enumeration)."""
+    typed = _TYPED_SET.match(description)
+    if typed is None:
+        return ()
+    return tuple(v for v in choices(typed.group("set"), "") if v.lower() not in ("true", "false", "none"))
