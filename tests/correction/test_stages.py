@@ -7,6 +7,7 @@ from typing import Any
 from librarian.correction.command_flow import CommandKind
 from librarian.correction.models import CorrectionAttempt
 from librarian.correction.stages import find_stage
+from librarian.research.scrub import scrub
 
 KIND = CommandKind()
 UNKNOWN_FORMAT = "error: unexpected argument '--format' found"
@@ -75,6 +76,10 @@ def test_the_same_kind_of_error_about_another_name_the_task_had_is_progress() ->
     assert found.relation == "chain" and found.subject == ["tool", "--new", "--gone"]
     again = stage([first], ["tool", "--new", "--gone"], "error: unknown option '--old'")
     assert again.relation == "setback"
+    # The stored error text is scrubbed: a secret in quotes is the same error, not another name.
+    raw = "error: unknown option '--old' for key 'AKIAIOSFODNN7EXAMPLE'"
+    stored = attempt(1, ["tool", "--old"], ["tool", "--new"], scrub(raw))
+    assert stage([stored], ["tool", "--new"], raw).relation == "setback"
 
 
 def test_a_chain_stops_at_its_depth_limit() -> None:

@@ -45,7 +45,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.correction.fix_templates import make_fix_template
-from librarian.correction.models import CorrectionAttempt, VerifiedFix
+from librarian.correction.models import ERROR_TEXT_CHARS, CorrectionAttempt, VerifiedFix
 from librarian.correction.problem import Problem
 from librarian.correction.timeline import record_step
 from librarian.errors import LibrarianError
@@ -66,7 +66,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-_ERROR_TEXT_LIMIT = 4000
 _PROPOSED = "proposed"
 
 
@@ -286,7 +285,7 @@ class FixStore:
             tool=problem.tool,
             tool_version=problem.version,
             normalized_error=problem.normalized_error,
-            error_text=scrub(record.error_text)[-_ERROR_TEXT_LIMIT:],
+            error_text=scrub(record.error_text)[-ERROR_TEXT_CHARS:],
             exit_code=record.exit_code,
             intent=problem.intent,
             trigger_category=record.trigger_category,

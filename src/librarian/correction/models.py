@@ -26,7 +26,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from librarian.storage.models import Base, JSONType, utcnow
 
-__all__ = ["CorrectionAttempt", "VerifiedFix"]
+__all__ = ["ERROR_TEXT_CHARS", "CorrectionAttempt", "VerifiedFix"]
+
+# How much of a failed run's output (its end, scrubbed) an attempt keeps as its error text.
+ERROR_TEXT_CHARS = 4000
 
 
 class VerifiedFix(Base):

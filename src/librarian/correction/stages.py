@@ -26,8 +26,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from librarian.correction.models import CorrectionAttempt
+from librarian.correction.models import ERROR_TEXT_CHARS, CorrectionAttempt
 from librarian.research.error_signature import normalize_error
+from librarian.research.scrub import scrub
 
 __all__ = ["Stage", "SubjectKind", "find_stage"]
 
@@ -161,7 +162,8 @@ _QUOTED = re.compile(r"'([^'\n]{1,80})'|`([^`\n]{1,80})`")
 
 
 def _named(text: str) -> set[str]:
-    return {a or b for a, b in _QUOTED.findall(text)}
+    # As an attempt stores its error text: scrubbed (home directories, secrets) and cut to its end.
+    return {a or b for a, b in _QUOTED.findall(scrub(text)[-ERROR_TEXT_CHARS:])}
 
 
 def _budget(
