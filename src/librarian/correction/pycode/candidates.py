@@ -557,12 +557,9 @@ def signature_parameters(signature: str | None) -> tuple[str, ...]:
     """Parameter names of a signature's text (``(a, b=1, *, c)`` -> ``('a', 'b', 'c')``)."""
     if not signature:
         return ()
-    try:
-        tree = ast.parse(f"def f{signature.split('->')[0].strip()}: pass")
-    except SyntaxError:
+    function = signature_function(signature)
+    if function is None:  # not Python syntax (a default printed as `<object at 0x..>`): read the names
         return tuple(re.findall(r"(\w+)\s*(?:=|:|,|\))", signature))
-    function = tree.body[0]
-    assert isinstance(function, ast.FunctionDef)
     arguments = function.args
     every: Sequence[ast.arg] = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
     return tuple(argument.arg for argument in every)

@@ -22,7 +22,7 @@ from librarian.correction.pycode.api import ApiEntry, ApiIndex
 from librarian.correction.pycode.source import (
     imports,
     local_types,
-    qualified,
+    made_by,
     signature_function,
     uncalled_attributes,
 )
@@ -73,10 +73,7 @@ def _owner(node: ast.AST, names: dict[str, str], types: dict[str, str]) -> str |
     if isinstance(node, ast.Name):
         return types.get(node.id)
     if isinstance(node, ast.Call):
-        made = qualified(node.func, names)
-        if made is None and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-            made = types.get(node.func.value.id)
-        return made
+        return made_by(node, names, types)
     return None
 
 

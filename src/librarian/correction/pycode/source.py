@@ -26,6 +26,7 @@ __all__ = [
     "imported_modules",
     "imports",
     "local_types",
+    "made_by",
     "qualified",
     "signature_function",
     "uncalled_attributes",
@@ -91,7 +92,7 @@ def local_types(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
             value, targets = node.context_expr, [node.optional_vars]
         if not isinstance(value, ast.Call):
             continue
-        made = _made_by(value, names, types)
+        made = made_by(value, names, types)
         if made is None:
             continue
         for target in targets:
@@ -100,7 +101,7 @@ def local_types(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
     return types
 
 
-def _made_by(call: ast.Call, names: dict[str, str], types: dict[str, str]) -> str | None:
+def made_by(call: ast.Call, names: dict[str, str], types: dict[str, str]) -> str | None:
     """The path of what ``call`` makes: the callee through the imports, else (a method of a known
     variable or of another call) what its receiver is, since a method returns its object's kind often."""
     made = qualified(call.func, names)
@@ -110,7 +111,7 @@ def _made_by(call: ast.Call, names: dict[str, str], types: dict[str, str]) -> st
     if isinstance(receiver, ast.Name):
         return types.get(receiver.id)
     if isinstance(receiver, ast.Call):
-        return _made_by(receiver, names, types)
+        return made_by(receiver, names, types)
     return None
 
 
