@@ -49,8 +49,9 @@ from sqlalchemy import create_engine, make_url, select, text
 
 from bench.machine_cpu import busy_seconds, tree_cpu_seconds
 from librarian.config import Settings
-from librarian.errors import InvalidInputError
+from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.engine import Runtime
+from librarian.runtime.isolation import NamespaceSandbox
 from librarian.runtime.models import TaskEvent, Workflow
 from librarian.runtime.sandbox import EnvironmentManager, Launcher
 from librarian.runtime.spec import WorkflowBuilder, WorkflowSpec
@@ -168,24 +169,36 @@ def measure_independent(runtime: Runtime, tasks: int, timeout: float) -> dict[st
 
 
 def measure_sandbox(runs: int = 200) -> dict[str, Any]:
-    """``EnvironmentManager.run(["true"])`` alone, after a warm-up, with each available launcher."""
+    """``EnvironmentManager.run(["true"])`` alone, after a warm-up, with each available launcher.
+
+    Each launcher is timed without isolation and in namespaces (``<launcher>+namespaces``), in
+    alternating rounds of 20 runs so both see the same load.
+    """
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as root:
         launchers: tuple[Launcher, ...] = ("forkserver", "prlimit", "python")
         for launcher in launchers:
             try:
-                manager = EnvironmentManager(Path(root), launcher=launcher)
-            except InvalidInputError:  # no prlimit, or no pidfd for a fork server, on this machine
+                managers = {
+                    launcher: EnvironmentManager(Path(root), launcher=launcher),
+                    f"{launcher}+namespaces": EnvironmentManager(
+                        Path(root), launcher=launcher, isolation=NamespaceSandbox.create(hidden=[Path(root)])
+                    ),
+                }
+            except (InvalidInputError, BackendUnavailableError):  # no prlimit, pidfd or bwrap here
                 continue
-            workspace = manager.workspace_for("bench")
-            samples = []
-            for index in range(runs + 10):
-                began = time.perf_counter()
-                manager.run(["true"], workspace)
-                if index >= 10:
-                    samples.append(time.perf_counter() - began)
-            manager.shutdown()
-            figures[launcher] = percentiles(samples)
+            samples: dict[str, list[float]] = {name: [] for name in managers}
+            for round_index in range(runs // 20 + 1):
+                for name, manager in managers.items():
+                    workspace = manager.workspace_for("bench")
+                    for _ in range(20):
+                        began = time.perf_counter()
+                        manager.run(["true"], workspace)
+                        if round_index:  # the first round warms up
+                            samples[name].append(time.perf_counter() - began)
+            for name, manager in managers.items():
+                manager.shutdown()
+                figures[name] = percentiles(samples[name])
     return figures
 
 
@@ -390,6 +403,7 @@ def bench(args: argparse.Namespace, database_url: str | None) -> dict[str, Any]:
                 database_url=database_url,
                 runtime_workers=args.workers,
                 runtime_sandbox_launcher=args.launcher,
+                runtime_sandbox_isolation=args.isolation,
             )
             runtime = Runtime(settings)
         try:
@@ -441,6 +455,12 @@ def main() -> None:
         help="the sandbox launcher of the executors (runtime_sandbox_launcher)",
     )
     parser.add_argument(
+        "--isolation",
+        choices=["namespaces", "none"],
+        default="namespaces",
+        help="runtime_sandbox_isolation of the embedded runtime (default namespaces)",
+    )
+    parser.add_argument(
         "--layout",
         choices=["split", "single"],
         default="split",
@@ -489,6 +509,7 @@ def main() -> None:
         "executor_prefetch": args.executor_prefetch,
         "layout": args.layout,
         "launcher": args.launcher,
+        "isolation": args.isolation,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "cpus": os.cpu_count(),
         "load_before": [round(value, 2) for value in load_before],

@@ -12,6 +12,15 @@ if ! command -v npm >/dev/null 2>&1; then
     echo "npm is missing and cannot be installed here (not root, or no apt-get)" >&2
   fi
 fi
+# Tasks run in bubblewrap's namespaces (runtime_sandbox_isolation = "namespaces", the default).
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing bubblewrap (apt-get)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "bubblewrap is missing and cannot be installed here (not root, or no apt-get)" >&2
+  fi
+fi
 echo "== ruff" >&2
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench

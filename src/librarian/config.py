@@ -199,6 +199,34 @@ class Settings(BaseSettings):
             "(Linux 5.3+), util-linux prlimit, or a Python wrapper; auto takes the first available."
         ),
     )
+    runtime_sandbox_isolation: Literal["namespaces", "none"] = Field(
+        default="namespaces",
+        description=(
+            "How tasks are isolated: `namespaces` runs each in its own PID, mount, network and user "
+            "namespaces with bubblewrap, seeing only its workspace, a read-only system and its tools "
+            "(the runtime refuses to start where the machine cannot); `none` runs them as the runtime's "
+            "user, seeing what it sees: only for tasks you trust."
+        ),
+    )
+    runtime_sandbox_network: Literal["off", "per_task", "on"] = Field(
+        default="per_task",
+        description=(
+            "Whether isolated tasks reach the network: never, only tasks whose payload says "
+            "`network: true`, or always. Without it a task has only a loopback device of its own."
+        ),
+    )
+    runtime_sandbox_read_only_paths: list[Path] = Field(
+        default_factory=list,
+        description=(
+            "Directories every isolated task sees read-only besides the system (/usr, /etc, /opt) and "
+            "the prefixes of the directories on its PATH (shared tool installs, reference data)."
+        ),
+    )
+    runtime_task_processes: int = Field(
+        default=512,
+        ge=8,
+        description="Processes and threads one isolated task may have at once (a fork bomb stops here).",
+    )
     runtime_lease_seconds: float = Field(
         default=120.0, gt=0, description="A dispatched task whose lease expires is dispatched again."
     )

@@ -144,7 +144,7 @@ def upload_spec(endpoint: str, uploads: Sequence[tuple[str, str, str]], goal: st
         builder.task(
             f"bucket-{number}",
             "command_executor",
-            {"argv": ["aws", "s3api", "create-bucket", "--bucket", bucket], "env": env},
+            {"argv": ["aws", "s3api", "create-bucket", "--bucket", bucket], "env": env, "network": True},
         )
         builder.task(
             f"write-{number}", "file_writer", {"path": name, "content": f"region,total\nnorth,{number}\n"}
@@ -152,7 +152,11 @@ def upload_spec(endpoint: str, uploads: Sequence[tuple[str, str, str]], goal: st
         builder.task(
             f"upload-{number}",
             "command_executor",
-            {"argv": ["aws", "s3", "cp", name, f"s3://{bucket}/", "--tagging", tag], "env": env},
+            {
+                "argv": ["aws", "s3", "cp", name, f"s3://{bucket}/", "--tagging", tag],
+                "env": env,
+                "network": True,
+            },
             description=f"Upload {name} to bucket {bucket} with tag {tag}",
             depends_on=[f"bucket-{number}", f"write-{number}", *previous],
         )
@@ -162,6 +166,7 @@ def upload_spec(endpoint: str, uploads: Sequence[tuple[str, str, str]], goal: st
             {
                 "argv": ["aws", "s3api", "get-object-tagging", "--bucket", bucket, "--key", name],
                 "env": env,
+                "network": True,
                 "expect": {"stdout_regex": rf'"Key":\s*"{key}",\s*"Value":\s*"{value}"'},
             },
             depends_on=[f"upload-{number}"],

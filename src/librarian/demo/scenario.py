@@ -164,7 +164,7 @@ def demo_spec(endpoint: str, program: str = PROGRAM) -> WorkflowSpec:
         .task(
             "create-bucket",
             "command_executor",
-            {"argv": [program, "s3api", "create-bucket", "--bucket", BUCKET], "env": env},
+            {"argv": [program, "s3api", "create-bucket", "--bucket", BUCKET], "env": env, "network": True},
             description=f"Create the bucket {BUCKET}",
         )
         .task(
@@ -176,7 +176,11 @@ def demo_spec(endpoint: str, program: str = PROGRAM) -> WorkflowSpec:
         .task(
             UPLOAD_TASK,
             "command_executor",
-            {"argv": [program, "s3", "cp", KEY, f"s3://{BUCKET}/", "--tagging", TAG], "env": env},
+            {
+                "argv": [program, "s3", "cp", KEY, f"s3://{BUCKET}/", "--tagging", TAG],
+                "env": env,
+                "network": True,
+            },
             description=f"Upload {KEY} to bucket {BUCKET} with tag {TAG}",
             depends_on=["create-bucket", "write-report"],
         )
@@ -186,6 +190,7 @@ def demo_spec(endpoint: str, program: str = PROGRAM) -> WorkflowSpec:
             {
                 "argv": [program, "s3api", "get-object-tagging", "--bucket", BUCKET, "--key", KEY],
                 "env": env,
+                "network": True,
                 "expect": {"stdout_regex": r'"Key":\s*"compliance",\s*"Value":\s*"strict"'},
             },
             description=f"Check that s3://{BUCKET}/{KEY} carries the tag {TAG}",

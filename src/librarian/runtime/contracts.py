@@ -84,10 +84,15 @@ class ExecutionResult:
 
 @dataclass(frozen=True)
 class Workspace:
-    """The per-workflow directory a task runs in; file writes never leave it."""
+    """The per-workflow directory a task runs in; file writes never leave it.
+
+    ``owner`` is the user the workflow's tasks run as when it is not the runtime's own (the runtime
+    runs as root and isolates tasks), so what the runtime writes there is handed over to it.
+    """
 
     root: Path
     workflow_id: str
+    owner: int | None = None
 
 
 class Executor(Protocol):

@@ -54,6 +54,7 @@ from librarian.config import Settings
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.contracts import Workspace
 from librarian.runtime.forkserver import ForkServerError, ForkServers, RequestTooLargeError, kill_group
+from librarian.runtime.isolation import NamespaceSandbox
 
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -68,18 +69,20 @@ _READ_CHUNK = 65536
 # escaped the process group with its own setsid) before they are abandoned.
 _PIPE_GRACE_SECONDS = 2.0
 
-# Runs as ``python -I -S -c _WRAPPER DATA CPU NOFILE FSIZE -- argv...``: sets the limits, then becomes
-# the program. Hard limits equal soft ones (CPU gets one extra second so SIGXCPU comes before SIGKILL),
-# so the task cannot raise them back.
+# Runs as ``python -I -S -c _WRAPPER DATA CPU NOFILE FSIZE NPROC -- argv...`` (NPROC -1: unlimited):
+# sets the limits, then becomes the program. Hard limits equal soft ones (CPU gets one extra second
+# so SIGXCPU comes before SIGKILL), so the task cannot raise them back.
 _WRAPPER = """\
 import os, resource, sys
-limits = dict(zip(("DATA", "CPU", "NOFILE", "FSIZE"), map(int, sys.argv[1:5])))
+limits = dict(zip(("DATA", "CPU", "NOFILE", "FSIZE", "NPROC"), map(int, sys.argv[1:6])))
 for name, value in limits.items():
+    if value < 0:
+        continue
     which = getattr(resource, "RLIMIT_" + name)
     hard = resource.getrlimit(which)[1]
     cap = (lambda v: v) if hard == resource.RLIM_INFINITY else (lambda v: min(v, hard))
     resource.setrlimit(which, (cap(value), cap(value + 1 if name == "CPU" else value)))
-argv = sys.argv[6:]
+argv = sys.argv[7:]
 try:
     os.execvp(argv[0], argv)
 except OSError as exc:
@@ -94,6 +97,8 @@ _CPUS = os.cpu_count() or 1
 # Where ``prlimit`` is looked for (never on the task's PATH, which the workflow could influence).
 _SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
 Launcher = Literal["auto", "forkserver", "prlimit", "python"]
+# Whether a run keeps the machine's network: never, when its task asks (``network: true``), always.
+NetworkPolicy = Literal["off", "per_task", "on"]
 # The fork server watches its programs through pidfds and passes descriptors over a Unix socket.
 FORKSERVER_AVAILABLE = sys.platform == "linux" and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds")
 # Below this memory limit a run goes through prlimit (or the Python wrapper) instead: a fork
@@ -117,6 +122,8 @@ class SandboxLimits:
         output_bytes: bytes of stdout, and separately of stderr, that are kept.
         open_files: ``RLIMIT_NOFILE``.
         file_bytes: largest file a task may write (``RLIMIT_FSIZE``).
+        processes: processes (and threads) a task may have at once; enforced only when tasks are
+            isolated (:mod:`librarian.runtime.isolation`), where each run's processes are counted apart.
     """
 
     timeout_seconds: float = 300.0
@@ -124,6 +131,7 @@ class SandboxLimits:
     output_bytes: int = 1_000_000
     open_files: int = 1024
     file_bytes: int = 4 * 1024**3
+    processes: int = 512
 
     @property
     def cpu_seconds(self) -> int:
@@ -150,6 +158,7 @@ class ProcessOutcome:
     stderr_bytes: int
     stdout_truncated: bool
     stderr_truncated: bool
+    timeout_seconds: float | None = None
 
     @property
     def signal_name(self) -> str | None:
@@ -298,6 +307,10 @@ class EnvironmentManager:
             credentials are refused, so a configuration mistake cannot leak them.
         launcher: what sets the limits before the program starts: the ``forkserver`` (Linux 5.3+),
             ``prlimit`` (util-linux), the ``python`` wrapper, or ``auto`` (the first available).
+        isolation: the namespaces every run gets (:mod:`librarian.runtime.isolation`); ``None`` runs
+            programs as the runtime's user, seeing what it sees (only for trusted tasks).
+        network: whether runs reach the network when isolated: ``off``, ``per_task`` (when the run
+            asks) or ``on``.
 
     Raises:
         InvalidInputError: a passthrough name looks like a credential or is not a variable name, or
@@ -312,8 +325,12 @@ class EnvironmentManager:
         path: str | None = None,
         passthrough: Sequence[str] = DEFAULT_PASSTHROUGH,
         launcher: Launcher = "auto",
+        isolation: NamespaceSandbox | None = None,
+        network: NetworkPolicy = "per_task",
     ) -> None:
         self.root = root.expanduser().resolve()
+        self.isolation = isolation
+        self.network = network
         self.limits = limits or SandboxLimits()
         if path is None:
             inherited = os.environ.get("PATH", os.defpath)
@@ -383,8 +400,20 @@ class EnvironmentManager:
             timeout_seconds=settings.runtime_task_timeout_seconds,
             memory_mb=settings.runtime_task_memory_mb,
             output_bytes=settings.runtime_task_output_bytes,
+            processes=settings.runtime_task_processes,
         )
-        return cls(settings.home / "workspaces", limits=limits, launcher=settings.runtime_sandbox_launcher)
+        isolation = None
+        if settings.runtime_sandbox_isolation == "namespaces":
+            isolation = NamespaceSandbox.create(
+                hidden=[settings.home], read_only=settings.runtime_sandbox_read_only_paths
+            )
+        return cls(
+            settings.home / "workspaces",
+            limits=limits,
+            launcher=settings.runtime_sandbox_launcher,
+            isolation=isolation,
+            network=settings.runtime_sandbox_network,
+        )
 
     def workspace_for(self, workflow_id: str) -> Workspace:
         """Create (if needed) and return the workspace of ``workflow_id``.
@@ -400,7 +429,11 @@ class EnvironmentManager:
             )
         directory = self.root / workflow_id
         _ensure_tmp(directory)
-        return Workspace(root=directory, workflow_id=workflow_id)
+        owner = self.isolation.user_for(workflow_id) if self.isolation is not None else None
+        if owner is not None:
+            _give(directory, owner)
+            _give(directory / "tmp", owner)
+        return Workspace(root=directory, workflow_id=workflow_id, owner=owner)
 
     def environment(self, workspace: Workspace, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         """The complete environment of a run: the allow-list, then ``overrides``.
@@ -433,6 +466,7 @@ class EnvironmentManager:
         output_bytes: int | None = None,
         env_overrides: Mapping[str, str] | None = None,
         stdin: str | bytes | None = None,
+        network: bool = False,
     ) -> ProcessOutcome:
         """Run ``argv`` (no shell) in ``workspace`` under limits; never raises for the program failing.
 
@@ -443,6 +477,8 @@ class EnvironmentManager:
             timeout_seconds, memory_mb, output_bytes: override this manager's default limits.
             env_overrides: variables the task sets (see :meth:`environment`).
             stdin: data fed to the program's standard input; none means ``/dev/null``.
+            network: the run asks for the network (granted when the policy is ``per_task`` or
+                ``on``; an isolated run without it has only a loopback device of its own).
 
         Returns:
             The exit code, captured output and whether the timeout struck.
@@ -460,11 +496,14 @@ class EnvironmentManager:
             output_bytes=self.limits.output_bytes if output_bytes is None else output_bytes,
             open_files=self.limits.open_files,
             file_bytes=self.limits.file_bytes,
+            processes=self.limits.processes,
         )
         _check_limits(limits)
         args = _checked_argv(argv)
         env = self.environment(workspace, env_overrides)
         _ensure_tmp(workspace.root)  # a task may have removed it
+        if workspace.owner is not None:
+            _give(workspace.root / "tmp", workspace.owner)
         _find_program(args[0], env["PATH"], workspace)
         if self.closed:
             raise BackendUnavailableError(
@@ -477,7 +516,8 @@ class EnvironmentManager:
             try:
                 ticket = self._groups.starting()
                 stdin_fd = stdin_handle.fileno() if stdin_handle is not None else _devnull()
-                program = self._start(args, workspace, env, limits, stdin_fd, stdout_write, stderr_write)
+                command = self._isolated(args, workspace, env["PATH"], limits, network)
+                program = self._start(command, workspace, env, limits, stdin_fd, stdout_write, stderr_write)
             except BaseException as exc:
                 self._groups.not_started()
                 os.close(stdout_read)
@@ -513,6 +553,25 @@ class EnvironmentManager:
             stderr_bytes=stderr.total,
             stdout_truncated=out_cut,
             stderr_truncated=err_cut,
+            timeout_seconds=limits.timeout_seconds,
+        )
+
+    def _isolated(
+        self, args: tuple[str, ...], workspace: Workspace, path: str, limits: SandboxLimits, network: bool
+    ) -> tuple[str, ...]:
+        """``args`` inside this manager's namespaces, or as they are when runs are not isolated."""
+        if self.isolation is None:
+            return args
+        allowed = self.network == "on" or (self.network == "per_task" and network)
+        return tuple(
+            self.isolation.command(
+                args,
+                workspace=workspace.root,
+                workflow_id=workspace.workflow_id,
+                path=path,
+                network=allowed,
+                processes=limits.processes,
+            )
         )
 
     def _start(
@@ -530,7 +589,7 @@ class EnvironmentManager:
             try:
                 return self._forkservers.spawn(
                     args,
-                    limits=_rlimits(limits),
+                    limits=self._rlimits(limits),
                     cwd=workspace.root,
                     env=env,
                     stdin=stdin,
@@ -552,17 +611,24 @@ class EnvironmentManager:
         )
         return _LocalProgram(process)
 
+    def _rlimits(self, limits: SandboxLimits) -> tuple[tuple[int, int, int], ...]:
+        """The launcher's limits; with the process count when runs switch to a user of their own.
+
+        The kernel counts ``RLIMIT_NPROC`` per user: only a user that is the run's alone makes it a
+        per-run limit (a user namespace sets it inside instead, see :mod:`librarian.runtime.isolation`).
+        """
+        counted = self.isolation is not None and self.isolation.as_root
+        return _rlimits(limits, processes=counted)
+
     def _launch(self, limits: SandboxLimits, args: tuple[str, ...]) -> list[str]:
         """The argv that applies ``limits`` to itself, then ``exec``s ``args``."""
+        rlimits = self._rlimits(limits)
         if self.prlimit is None:
-            numbers = (
-                limits.memory_mb * 1024 * 1024,
-                limits.cpu_seconds,
-                limits.open_files,
-                limits.file_bytes,
-            )
+            values = {which: soft for which, soft, _ in rlimits}
+            order = (resource.RLIMIT_DATA, resource.RLIMIT_CPU, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE)
+            numbers = [*(values[which] for which in order), values.get(resource.RLIMIT_NPROC, -1)]
             return [sys.executable, "-I", "-S", "-c", _WRAPPER, *map(str, numbers), "--", *args]
-        options = [f"--{_PRLIMIT_OPTIONS[which]}={soft}:{hard}" for which, soft, hard in _rlimits(limits)]
+        options = [f"--{_PRLIMIT_OPTIONS[which]}={soft}:{hard}" for which, soft, hard in rlimits]
         return [self.prlimit, *options, "--", *args]
 
 
@@ -571,10 +637,11 @@ _PRLIMIT_OPTIONS = {
     resource.RLIMIT_CPU: "cpu",
     resource.RLIMIT_NOFILE: "nofile",
     resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_NPROC: "nproc",
 }
 
 
-def _rlimits(limits: SandboxLimits) -> tuple[tuple[int, int, int], ...]:
+def _rlimits(limits: SandboxLimits, *, processes: bool = False) -> tuple[tuple[int, int, int], ...]:
     """``(resource, soft, hard)`` of a run, capped at this process's own hard limits.
 
     The program inherits this process's limits and a hard limit can never be raised, so capping here
@@ -582,12 +649,14 @@ def _rlimits(limits: SandboxLimits) -> tuple[tuple[int, int, int], ...]:
     second so SIGXCPU comes before SIGKILL; the task cannot raise them back.
     """
     memory = limits.memory_mb * 1024 * 1024
-    wanted = (
+    wanted: list[tuple[int, int, int]] = [
         (resource.RLIMIT_DATA, memory, memory),
         (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
         (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
         (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
-    )
+    ]
+    if processes:
+        wanted.append((resource.RLIMIT_NPROC, limits.processes, limits.processes))
     return tuple((which, _cap(which, soft), _cap(which, hard)) for which, soft, hard in wanted)
 
 
@@ -791,6 +860,12 @@ def _check_limits(limits: SandboxLimits) -> None:
         raise InvalidInputError(f"memory_mb must be at least 16, got {limits.memory_mb}")
     if limits.output_bytes < 0:
         raise InvalidInputError(f"output_bytes must not be negative, got {limits.output_bytes}")
+
+
+def _give(directory: Path, owner: int) -> None:
+    """Make ``directory`` its owner's (runs of an isolated workflow write there as that user)."""
+    if directory.stat().st_uid != owner:
+        os.chown(directory, owner, owner)
 
 
 def _ensure_tmp(workspace: Path) -> None:

@@ -133,15 +133,18 @@ def process_limits(task: TaskSpec, environment: EnvironmentManager) -> dict[str,
     """Keyword limits for :meth:`EnvironmentManager.run` from the payload.
 
     ``timeout_seconds`` replaces the default (a long build may need more time); ``memory_mb`` and
-    ``output_bytes`` may only lower the operator's limits, never raise them.
+    ``output_bytes`` may only lower the operator's limits, never raise them; ``network: true`` asks
+    for the network, which the operator's ``runtime_sandbox_network`` grants or not.
     """
     timeout = field(task, "timeout_seconds", (int, float))
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise PayloadError(f"{where(task)}: payload field 'timeout_seconds' must be a positive number")
     memory = field(task, "memory_mb", int)
     output = field(task, "output_bytes", int)
+    network = field(task, "network", bool)
     limits = environment.limits
     return {
+        "network": bool(network),
         "timeout_seconds": float(timeout) if timeout is not None else limits.timeout_seconds,
         "memory_mb": min(memory, limits.memory_mb) if memory is not None else limits.memory_mb,
         "output_bytes": min(output, limits.output_bytes) if output is not None else limits.output_bytes,

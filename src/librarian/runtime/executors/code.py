@@ -29,6 +29,7 @@ from librarian.runtime.executors.base import (
     string_list,
 )
 from librarian.runtime.executors.command import outcome_result
+from librarian.runtime.isolation import hand_over
 from librarian.runtime.sandbox import EnvironmentManager
 
 _TRACEBACK_START = "Traceback (most recent call last):"
@@ -115,4 +116,5 @@ def _write_script(workspace: Workspace, task: TaskSpec, code: str) -> Path:
         "w", encoding="utf-8", suffix=".py", prefix=prefix, dir=directory, delete=False
     ) as handle:
         handle.write(code)
+    hand_over(workspace, Path(handle.name))
     return Path(handle.name)

@@ -79,7 +79,7 @@ def outcome_result(outcome: ProcessOutcome, expected_exit_code: int, *, describe
     if outcome.timed_out:
         return failure(
             "TimeoutError",
-            f"{describe} was killed after its {duration:.1f}s timeout",
+            f"{describe} was killed after its {_seconds(outcome.timeout_seconds or duration)} timeout",
             details=process_details(outcome),
             output=output,
             duration_seconds=duration,
@@ -105,6 +105,10 @@ def outcome_result(outcome: ProcessOutcome, expected_exit_code: int, *, describe
         output=output,
         duration_seconds=duration,
     )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
 
 
 def _describe(task: TaskSpec, argv: list[str]) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.runtime.contracts import ExecutionResult, TaskSpec, Workspace
 from librarian.runtime.executors.base import PayloadError, failure, field, from_error, success, where
+from librarian.runtime.isolation import hand_over
 
 # Text of the read-back file carried in the result for the evaluator's checks (as much as a command's
 # kept stdout); a bigger file is still checked whole through its SHA-256.
@@ -112,6 +113,7 @@ def _write_atomically(workspace: Workspace, path: str, target: Path, data: bytes
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, target)
+        hand_over(workspace, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

@@ -1,0 +1,332 @@
+"""Namespaces around every task: what a task can see, whom it runs as, and whether it reaches a network.
+
+:class:`EnvironmentManager <librarian.runtime.sandbox.EnvironmentManager>` limits what a task may use
+(memory, CPU, files, output, time). This module decides what it may *see*, with Debian's
+``bubblewrap`` (``bwrap``), the unprivileged namespace sandbox that Flatpak and the Linux sandboxes of
+coding agents use. Each run gets:
+
+- its own **mount namespace** holding only a read-only system (``/usr``, ``/etc``, ``/opt`` and the
+  ``/bin``, ``/lib`` links), a fresh ``/proc``, ``/dev`` and ``/tmp``, the tools it was given (the
+  prefixes of the directories on its ``PATH`` and of the program it runs, read-only) and its
+  workspace, writable. The data directory (database, configuration, other workspaces), home
+  directories and the runtime's ``/proc`` entries are not there;
+- its own **PID namespace**: when the program (or the timeout) ends, the namespace ends with every
+  process in it, ``setsid`` or not;
+- its own **network namespace** with nothing but a loopback device, unless the run is allowed a
+  network;
+- an **unprivileged user**. When the runtime runs as root, ``setpriv`` drops every capability and
+  switches to a user of its own for the workflow (``uid_base`` plus a hash of the workflow id), so file
+  permissions apply and the process-count limit (``RLIMIT_NPROC``, which the kernel never applies to
+  root) holds. Otherwise a user namespace maps the runtime's user to ``nobody`` and ``prlimit`` sets the
+  process limit inside it, where it counts the sandbox's processes alone.
+
+Where ``bwrap`` is missing or the machine forbids namespaces (some containers),
+:func:`probe_isolation` says why; the runtime then refuses to start unless the operator chose
+``runtime_sandbox_isolation = "none"``. What this protects against, and what not, is in
+``docs/security.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from librarian.errors import BackendUnavailableError
+from librarian.runtime.contracts import Workspace
+
+__all__ = ["NamespaceSandbox", "hand_over", "probe_isolation"]
+
+# Searched for bwrap, setpriv and prlimit: never the task's PATH, which a workflow chooses.
+_SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
+# The read-only system every run sees. The ``/bin``-style names are links into ``/usr`` on merged-/usr
+# systems; they are recreated as links, or bound when they are real directories.
+_SYSTEM_DIRECTORIES = ("/usr", "/etc", "/opt")
+_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# A PATH entry named like this is a prefix's program directory: the prefix (a virtualenv, a Node
+# package tree, /opt/tool) is what the tool needs, its libraries included.
+_PROGRAM_DIRECTORY_NAMES = frozenset({"bin", "sbin", "Scripts", ".bin"})
+# The user a run is inside a user namespace (the runtime is not root).
+_NOBODY = 65534
+# How many distinct users workflows are spread over when the runtime is root.
+_UID_SPAN = 1_000_000
+
+
+@dataclass(frozen=True)
+class NamespaceSandbox:
+    """Builds the ``bwrap`` command line that runs one program in its own namespaces.
+
+    Attributes:
+        bwrap: the ``bwrap`` program.
+        helper: ``setpriv`` (runtime is root: drops to the workflow's user) or ``prlimit`` (not root:
+            sets the process limit inside the user namespace).
+        as_root: whether the runtime runs as root (then runs switch to a user of their own).
+        hidden: paths no run may see even where a bound directory holds them (the data directory).
+        read_only: more directories every run sees read-only (the operator's setting).
+        uid_base: the first user id of runs when the runtime is root.
+    """
+
+    bwrap: str
+    helper: str
+    as_root: bool
+    hidden: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    uid_base: int = 1_000_000_000
+    _system: tuple[str, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def create(
+        cls, *, hidden: Iterable[Path] = (), read_only: Iterable[Path] = (), uid_base: int = 1_000_000_000
+    ) -> NamespaceSandbox:
+        """A sandbox for this machine.
+
+        Raises:
+            BackendUnavailableError: ``bwrap`` (or ``setpriv``/``prlimit``) is missing, or the machine
+                refuses to create namespaces; the message says which and how to opt out.
+        """
+        reason = probe_isolation()
+        if reason is not None:
+            raise BackendUnavailableError(
+                f"tasks cannot be isolated on this machine: {reason}",
+                hint=(
+                    "install bubblewrap (apt-get install bubblewrap) and allow namespaces; to run "
+                    'tasks without isolation anyway, set runtime_sandbox_isolation = "none" '
+                    "(only for tasks you trust)"
+                ),
+            )
+        as_root = os.geteuid() == 0
+        helper = shutil.which("setpriv" if as_root else "prlimit", path=_SYSTEM_BIN)
+        bwrap = shutil.which("bwrap", path=_SYSTEM_BIN)
+        assert helper is not None and bwrap is not None  # probe_isolation checked both
+        return cls(
+            bwrap=bwrap,
+            helper=helper,
+            as_root=as_root,
+            hidden=tuple(_resolved(path) for path in hidden),
+            read_only=tuple(_resolved(path) for path in read_only if path.exists()),
+            uid_base=uid_base,
+            _system=_system_arguments(),
+        )
+
+    @property
+    def limits_processes_itself(self) -> bool:
+        """Whether the process limit is set inside the sandbox (not by the launcher's ``RLIMIT_NPROC``)."""
+        return not self.as_root
+
+    def user_for(self, workflow_id: str) -> int | None:
+        """The user id runs of ``workflow_id`` switch to; ``None`` when the runtime is not root."""
+        if not self.as_root:
+            return None
+        return self.uid_base + zlib.crc32(workflow_id.encode()) % _UID_SPAN
+
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path,
+        workflow_id: str,
+        path: str,
+        network: bool,
+        processes: int,
+    ) -> list[str]:
+        """The command that runs ``argv`` in ``workspace`` inside fresh namespaces.
+
+        Args:
+            argv: the program and its arguments.
+            workspace: the only writable directory (and the working directory).
+            workflow_id: whose user the run switches to when the runtime is root.
+            path: the run's ``PATH``: its directories' prefixes are bound read-only.
+            network: keep the machine's network (otherwise only a private loopback exists).
+            processes: the most processes the run may have at once.
+        """
+        workspace = _resolved(workspace)
+        command = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not network:
+            command.append("--unshare-net")
+        command += ["--die-with-parent", "--new-session", "--hostname", "librarian-task"]
+        if self.as_root:
+            command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            command += ["--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY)]
+        command += self._system
+        command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        tools = self._tools(argv[0], path, workspace)
+        made: set[Path] = set()
+        for tool in tools:
+            command += [*_parents(tool, made, tools), "--ro-bind", str(tool), str(tool)]
+        command += self._masks()  # before the workspace, which may lie inside
+        command += [*_parents(workspace, made, tools), "--bind", str(workspace), str(workspace)]
+        command += ["--chdir", str(workspace), "--"]
+        user = self.user_for(workflow_id)
+        if user is not None:
+            command += [self.helper, f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+            command += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        else:
+            command += [self.helper, f"--nproc={processes}:{processes}", "--"]
+        return [*command, *argv]
+
+    def _tools(self, program: str, path: str, workspace: Path) -> list[Path]:
+        """The directories a run sees read-only besides the system: its tools and the operator's list."""
+        entries = [Path(entry) for entry in path.split(os.pathsep) if entry.startswith("/")]
+        if program.startswith("/"):
+            entries.append(Path(program).parent)
+        wanted: list[Path] = list(self.read_only)
+        for entry in entries:
+            if not _under_system(entry):
+                # A prefix that holds the data directory is too much: then only the entry itself.
+                prefixes = _prefixes(entry)
+                wanted += [entry] if any(self._holds_hidden(prefix) for prefix in prefixes) else prefixes
+        chosen: list[Path] = []
+        for candidate in sorted(set(wanted), key=lambda p: len(p.parts)):
+            if len(candidate.parts) < 2 or _under_system(candidate) or candidate.is_relative_to(workspace):
+                continue
+            if self._holds_hidden(candidate) or any(
+                candidate.is_relative_to(hidden) for hidden in self.hidden
+            ):
+                continue  # the data directory, or inside it: another workflow's workspace, the database
+            if any(candidate.is_relative_to(done) for done in chosen):
+                continue
+            chosen.append(candidate)
+        return chosen
+
+    def _holds_hidden(self, directory: Path) -> bool:
+        return any(hidden.is_relative_to(directory) for hidden in self.hidden)
+
+    def _masks(self) -> list[str]:
+        """Hide the hidden paths that the system or the operator's directories would show."""
+        masks: list[str] = []
+        for hidden in self.hidden:
+            if not hidden.exists() or not _visible(hidden, self.read_only):
+                continue
+            masks += ["--tmpfs", str(hidden)] if hidden.is_dir() else ["--ro-bind", "/dev/null", str(hidden)]
+        return masks
+
+
+def _parents(path: Path, made: set[Path], bound: list[Path]) -> list[str]:
+    """``--dir`` arguments for the directories above ``path`` that the sandbox's root lacks.
+
+    ``bwrap`` would create them itself, but with the host directories' modes: under a ``0700``
+    directory the task's user could not reach its own workspace by its absolute path.
+    """
+    arguments: list[str] = []
+    for parent in reversed(path.parents[:-1]):  # from the top, without "/"
+        if parent in made or _under_system(parent) or any(parent.is_relative_to(b) for b in bound):
+            continue
+        made.add(parent)
+        arguments += ["--dir", str(parent)]
+    return arguments
+
+
+def _visible(path: Path, read_only: tuple[Path, ...]) -> bool:
+    """Whether ``path`` would be inside something every run sees (the system or the operator's list)."""
+    return _under_system(path) or any(path.is_relative_to(directory) for directory in read_only)
+
+
+def _under_system(path: Path) -> bool:
+    return any(path.is_relative_to(directory) for directory in (*_SYSTEM_DIRECTORIES, *_SYSTEM_LINKS))
+
+
+def _prefixes(entry: Path) -> list[Path]:
+    """What a ``PATH`` entry needs bound: its prefix and, for a virtualenv, its base interpreter's.
+
+    ``venv/bin`` needs ``venv`` (its ``lib``), and a virtualenv's ``python`` is a link to the
+    interpreter it was made from, named by ``home`` in ``pyvenv.cfg``.
+    """
+    if not entry.is_dir():
+        return []
+    found: list[Path] = []
+    for directory in dict.fromkeys((entry, _resolved(entry))):
+        prefix = directory.parent if directory.name in _PROGRAM_DIRECTORY_NAMES else directory
+        found.append(prefix)
+        base = _virtualenv_base(prefix)
+        if base is not None:
+            found.append(base)
+    return found
+
+
+def _virtualenv_base(prefix: Path) -> Path | None:
+    """The prefix of the interpreter a virtualenv was made from, or ``None`` for anything else."""
+    try:
+        lines = (prefix / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip().startswith("/"):
+            home = _resolved(Path(value.strip()))
+            return home.parent if home.name in _PROGRAM_DIRECTORY_NAMES else home
+    return None
+
+
+def _resolved(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _system_arguments() -> tuple[str, ...]:
+    """``bwrap`` arguments that show this machine's system directories read-only."""
+    arguments: list[str] = []
+    for directory in _SYSTEM_DIRECTORIES:
+        if os.path.isdir(directory):
+            arguments += ["--ro-bind", directory, directory]
+    for name in _SYSTEM_LINKS:
+        if os.path.islink(name):
+            arguments += ["--symlink", os.readlink(name), name]
+        elif os.path.isdir(name):
+            arguments += ["--ro-bind", name, name]
+    return tuple(arguments)
+
+
+@cache
+def probe_isolation() -> str | None:
+    """Why tasks cannot be isolated on this machine, or ``None`` when they can (checked once).
+
+    Starts ``bwrap`` once with every namespace a run uses, so a container that forbids them is found
+    at start, not at the first task.
+    """
+    bwrap = shutil.which("bwrap", path=_SYSTEM_BIN)
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    helper_name = "setpriv" if os.geteuid() == 0 else "prlimit"
+    if shutil.which(helper_name, path=_SYSTEM_BIN) is None:
+        return f"util-linux's {helper_name} is not installed"
+    user = (
+        ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if os.geteuid() == 0
+        else ["--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY)]
+    )
+    probe = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"]
+    probe += [*user, *_system_arguments(), "--proc", "/proc", "--dev", "/dev", "--", "true"]
+    try:
+        completed = subprocess.run(
+            probe, capture_output=True, timeout=30, check=False, env={"PATH": _SYSTEM_BIN}
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not start: {exc}"
+    if completed.returncode != 0:
+        said = completed.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"bwrap cannot create namespaces here ({said[-1] if said else f'exit {completed.returncode}'})"
+    return None
+
+
+def hand_over(workspace: Workspace, path: Path) -> None:
+    """Give ``path``, and the directories between it and the workspace, to the workspace's user.
+
+    Files the runtime writes for a task (a ``file_writer`` file, the script of a code task) are the
+    task's to change, as if it had written them. Nothing happens when runs keep the runtime's user.
+    """
+    if workspace.owner is None:
+        return
+    root = workspace.root
+    current = path
+    while current.is_relative_to(root) and current != root:
+        try:
+            if current.lstat().st_uid != workspace.owner:
+                os.lchown(current, workspace.owner, workspace.owner)
+        except FileNotFoundError:
+            pass
+        current = current.parent
