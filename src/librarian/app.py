@@ -7,6 +7,7 @@ are created on first use, so listing sources or printing stats never loads a mod
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -90,7 +91,7 @@ class Librarian:
         """
         self.settings = settings
         self._embedder = embedder
-        settings.home.mkdir(parents=True, exist_ok=True)
+        _prepare_home(settings.home)
         self.engine: Engine
         self.sessions: sessionmaker[Session]
         self.engine, self.sessions = open_database(settings.resolved_database_url)
@@ -605,3 +606,17 @@ def _source_spec(
         tags=tuple(tags),
         options=dict(options or {}),
     )
+
+
+def _prepare_home(home: Path) -> None:
+    """Create the data directory, or say in one line why it cannot be used (never a traceback)."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if not os.access(home, os.W_OK | os.X_OK):
+            raise PermissionError(13, "it is not writable")
+    except OSError as exc:
+        why = "it is a file" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
+        raise InvalidInputError(
+            f"the data directory {home} cannot be used: {why}",
+            hint="choose another with --home or LIBRARIAN_HOME",
+        ) from exc

@@ -174,7 +174,7 @@ def select_sources(lib: Librarian, selector: str | None) -> list[RefreshTarget]:
     if selector is None:
         return sources
     wanted = selector.strip()
-    if wanted.isdigit():
+    if wanted.isdecimal():
         by_id = [s for s in sources if s.id == int(wanted)]
         if by_id:
             return by_id

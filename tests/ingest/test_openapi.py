@@ -352,7 +352,7 @@ def test_yaml_syntax_error_names_the_file_and_line() -> None:
 
     message = _invalid(broken, "broken.yaml")
 
-    assert "broken.yaml" in message and "YAML syntax error at line 4" in message
+    assert "broken.yaml" in message and "invalid YAML at line 4" in message
 
 
 def test_json_syntax_error_names_the_line() -> None:

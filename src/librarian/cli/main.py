@@ -6,6 +6,8 @@ failed (their paths and reasons are printed and kept for ``librarian sources``).
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -256,7 +258,7 @@ def eval_retrieval(
 @app.command()
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
     allow_path: Annotated[
         list[Path] | None,
         typer.Option("--allow-path", help="Local folder POST /sources may ingest (repeatable)."),
@@ -283,7 +285,25 @@ def serve(
         api = create_app(lib, allowed_roots=allow_path or (), allow_private=allow_private_urls)
         if mcp:
             mount_streamable_http(api, create_mcp_server(lib), host=host)
-        uvicorn.run(api, host=host, port=port)
+        # Bound here, not by uvicorn, so a port in use is one clear error instead of a log line.
+        listener = _listen(host, port)
+        uvicorn.Server(uvicorn.Config(api, host=host, port=port)).run(sockets=[listener])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``.
+
+    Raises:
+        InvalidInputError: the address is in use, not this machine's, or not allowed.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except (OSError, OverflowError) as exc:
+        why = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc)
+        raise InvalidInputError(
+            f"cannot listen on {host}:{port}: {why}", hint="choose another --host or --port"
+        ) from exc
 
 
 @app.command(name="mcp")

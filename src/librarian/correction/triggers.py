@@ -29,6 +29,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from librarian.errors import InvalidInputError, NotFoundError
+from librarian.safe_yaml import compose_yaml
 
 __all__ = [
     "CATEGORIES",
@@ -304,15 +305,7 @@ class _RawRule:
 
 
 def _parse_rules(text: str, origin: str) -> list[_RawRule]:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InvalidInputError(f"{origin}: invalid YAML{where}: {exc.problem or exc.context}") from exc
-    except yaml.YAMLError as exc:
-        raise InvalidInputError(f"{origin}: invalid YAML: {exc}") from exc
+    data, node = compose_yaml(text, origin)
     if data is None:
         data = {"rules": []}
     error = next(iter(Draft202012Validator(_FILE_SCHEMA).iter_errors(data)), None)

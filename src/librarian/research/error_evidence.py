@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Text, cast, func, or_, select
@@ -94,6 +95,11 @@ def option_docs(contents: Sequence[str], option: str) -> OptionDoc | None:
     return None
 
 
+# The options of an error text that research looks up, and how many one SQL statement tests.
+MAX_ERROR_OPTIONS = 64
+_OPTIONS_PER_QUERY = 32
+
+
 @dataclass(frozen=True)
 class ChunkRef:
     """The columns of a chunk that ranking by similarity needs (no attributes to decode)."""
@@ -118,14 +124,21 @@ def acceptor_chunks(
     if sdk_version is not None:
         scope.append(Chunk.sdk_version == sdk_version)
     text = cast(Chunk.attributes, Text)
-    firsts = (
-        select(func.min(Chunk.id))
-        .where(*scope, or_(*(text.like(f'%"{option}"%') for option in options)))
-        .group_by(Chunk.document_id)
-    )
-    declared = session.execute(
-        select(Chunk.document_id, Chunk.attributes).where(Chunk.id.in_(firsts.scalar_subquery()))
-    ).all()
+    # An error text may name hundreds of options (pasted help, garbage): the first few carry the
+    # evidence, and one OR term each keeps the statement within SQLite's expression depth.
+    options = list(dict.fromkeys(options))[:MAX_ERROR_OPTIONS]
+    declared: list[Any] = []
+    for start in range(0, len(options), _OPTIONS_PER_QUERY):
+        batch = options[start : start + _OPTIONS_PER_QUERY]
+        firsts = (
+            select(func.min(Chunk.id))
+            .where(*scope, or_(*(text.like(f'%"{option}"%') for option in batch)))
+            .group_by(Chunk.document_id)
+        )
+        declared += session.execute(
+            select(Chunk.document_id, Chunk.attributes).where(Chunk.id.in_(firsts.scalar_subquery()))
+        ).all()
+    declared = list({document: (document, attributes) for document, attributes in declared}.values())
     documents = [document for document, attributes in declared if _declares(attributes, options)]
     if not documents:
         return []

@@ -396,7 +396,7 @@ def resolve_pointer(document: Any, pointer: str) -> Any:
         token = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(value, dict) and token in value:
             value = value[token]
-        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+        elif isinstance(value, list) and token.isdecimal() and int(token) < len(value):
             value = value[int(token)]
         else:
             raise LookupError(f"nothing at {token!r}")

@@ -27,9 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from librarian.errors import InvalidInputError
+from librarian.safe_yaml import check_depth, load_yaml
+
+# A workflow file is refused past these: a few hundred bytes of YAML aliases can stand for billions of
+# nodes, and every node is validated.
+MAX_WORKFLOW_BYTES = 10 * 1024 * 1024
+MAX_WORKFLOW_NODES = 500_000
 
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
@@ -111,22 +116,35 @@ def load_spec(path: Path, known_executor_types: Collection[str] | None = None) -
             the task and the field.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise InvalidInputError(f"cannot read workflow file {path}: {exc.strerror}") from exc
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(
-            f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise InvalidInputError(f"{path}: invalid YAML{where}: {exc}") from exc
+    if path.suffix.lower() == ".json":
+        data = _json(raw, str(path))
+    else:
+        data = load_yaml(raw, str(path), max_bytes=MAX_WORKFLOW_BYTES, max_nodes=MAX_WORKFLOW_NODES)
+        check_depth(data, str(path))
     return parse_spec(
         data, origin=str(path), default_name=path.stem, known_executor_types=known_executor_types
     )
+
+
+def _json(raw: bytes, origin: str) -> Any:
+    """A workflow's JSON, with the limits and errors of its YAML (no traceback for any input)."""
+    if len(raw) > MAX_WORKFLOW_BYTES:
+        raise InvalidInputError(f"{origin} is {len(raw):,} bytes, over the {MAX_WORKFLOW_BYTES:,}-byte limit")
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"{origin} is not UTF-8 text (bad byte at offset {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"{origin}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    except (RecursionError, ValueError) as exc:
+        raise InvalidInputError(f"{origin}: invalid JSON: nested too deeply or a number too long") from exc
+    check_depth(data, origin)
+    return data
 
 
 def parse_spec(

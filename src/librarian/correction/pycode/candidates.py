@@ -408,7 +408,7 @@ def _positional_edits(scene: CodeScene) -> Iterator[_Edit]:
     """Positional arguments beyond what the signature takes become its keyword-only parameters, in
     order; for a ``**kwargs`` callee, the keywords its docs list (the argument must read like one)."""
     callee = scene.callee
-    keep = int(scene.error.name) if scene.error.name.isdigit() else None
+    keep = int(scene.error.name) if scene.error.name.isdecimal() else None
     names = keyword_only_parameters(scene.signature)
     if not callee or keep is None:
         return

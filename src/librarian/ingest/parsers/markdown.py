@@ -15,11 +15,12 @@ import datetime as dt
 import re
 from typing import Any
 
-import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from librarian.errors import InvalidInputError
 from librarian.ingest.parsed import ParsedDocument, ParseError, Section
+from librarian.safe_yaml import load_yaml
 
 __all__ = ["code_span", "fence", "parse_markdown", "split_front_matter"]
 
@@ -140,16 +141,10 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
         return {}, text
     raw = text[opening.end() : closing.start()]
     try:
-        data = yaml.safe_load(raw)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        # The mark counts from 0 inside the YAML; the file has the opening --- line first.
-        where = f" at line {mark.line + 2}, column {mark.column + 1}" if mark else ""
-        raise ParseError(f"invalid YAML front matter{where}: {exc.problem or exc.context}") from exc
-    except yaml.YAMLError as exc:
-        raise ParseError(f"invalid YAML front matter: {exc}") from exc
-    except RecursionError as exc:
-        raise ParseError("invalid YAML front matter: nested too deeply") from exc
+        # The YAML starts on the file's second line, after the opening ---.
+        data = load_yaml(raw, "front matter", max_nodes=_MAX_METADATA_NODES, line_offset=1)
+    except InvalidInputError as exc:
+        raise ParseError(exc.message) from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -223,7 +223,7 @@ def retry_after_seconds(header: str | None, now: datetime | None = None) -> floa
     if header is None or not header.strip():
         return None
     value = header.strip()
-    if value.isdigit():
+    if value.isdecimal():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -26,19 +26,16 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-import yaml
-
 from librarian.errors import InvalidInputError
 from librarian.ingest.parsed import ParsedDocument, Section
 from librarian.ingest.sources.base import SourceDocument
 from librarian.ingest.sources.remote import fetch_document
+from librarian.safe_yaml import load_yaml
 
 __all__ = ["MAX_REDIRECTS", "MAX_SPEC_BYTES", "fetch_openapi", "load_openapi", "openapi_documents"]
 
 MAX_SPEC_BYTES = 10 * 1024 * 1024
 MAX_REDIRECTS = 5
-# Nodes after alias expansion; the largest real specs (cloud providers') stay well below this.
-MAX_YAML_NODES = 2_000_000
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _BODY_DEPTH = 5  # nesting levels of a request body shown: what a caller must build
 _RESPONSE_DEPTH = 3  # responses are summarised more briefly
@@ -47,38 +44,6 @@ _DESCRIPTION_CHARS = 400
 _REF_HOPS = 20
 _SERVER_VARIABLE = re.compile(r"\{([^{}]+)\}")
 _OPENAPI_3 = re.compile(r"3\.\d+(\.\d+)?(-[\w.]+)?")
-
-
-class _BudgetExceeded(yaml.YAMLError):
-    pass
-
-
-class _BudgetLoader(yaml.SafeLoader):
-    """A safe loader that sizes every node as if its aliases were expanded and refuses past a budget."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._sizes: dict[int, int] = {}
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        is_alias = self.check_event(yaml.AliasEvent)
-        node = super().compose_node(parent, index)
-        if node is None:
-            return None
-        if is_alias:
-            if id(node) not in self._sizes:  # the anchor is still open: the alias contains itself
-                raise _BudgetExceeded("an alias refers to a node that contains it (recursive YAML)")
-            return node
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        size = 1 + sum(self._sizes.get(id(child), 1) for child in children)
-        if size > MAX_YAML_NODES:
-            raise _BudgetExceeded(f"YAML aliases expand to more than {MAX_YAML_NODES:,} nodes")
-        self._sizes[id(node)] = size
-        return node
 
 
 def load_openapi(data: bytes, name: str, *, max_bytes: int = MAX_SPEC_BYTES) -> dict[str, Any]:
@@ -97,25 +62,20 @@ def load_openapi(data: bytes, name: str, *, max_bytes: int = MAX_SPEC_BYTES) -> 
         raise InvalidInputError(
             f"{name} is {len(data):,} bytes, over the {max_bytes:,}-byte limit for an OpenAPI document"
         )
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{name} is not UTF-8 text (bad byte at offset {exc.start})") from exc
-    try:
-        spec = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, Loader=_BudgetLoader)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(
-            f"{name}: JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from exc
-    except _BudgetExceeded as exc:
-        raise InvalidInputError(f"{name} is refused: {exc}", hint="write it without YAML aliases") from exc
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InvalidInputError(f"{name}: YAML syntax error{where}: {exc.problem or exc.context}") from exc
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        # ValueError: integers past Python's digit limit; RecursionError: absurd nesting.
-        raise InvalidInputError(f"{name} cannot be read as JSON or YAML: {exc}") from exc
+    if not data.lstrip().startswith(b"{"):
+        spec = load_yaml(data, name, max_bytes=max_bytes)
+    else:
+        try:
+            spec = json.loads(data.decode("utf-8-sig"))
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"{name} is not UTF-8 text (bad byte at offset {exc.start})") from exc
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(
+                f"{name}: JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from exc
+        except (ValueError, RecursionError) as exc:
+            # ValueError: integers past Python's digit limit; RecursionError: absurd nesting.
+            raise InvalidInputError(f"{name} cannot be read as JSON: {exc}") from exc
     if not isinstance(spec, dict):
         raise InvalidInputError(f"{name} is not an OpenAPI document: its top level is {_kind(spec)}")
     if "swagger" in spec:
@@ -209,7 +169,7 @@ class _Resolver:
             key = unquote(token).replace("~1", "/").replace("~0", "~")  # RFC 6901 order
             if isinstance(node, dict):
                 node = node.get(key)
-            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            elif isinstance(node, list) and key.isdecimal() and int(key) < len(node):
                 node = node[int(key)]
             else:
                 return None

@@ -264,7 +264,7 @@ def read_body(response: httpx.Response, max_bytes: int, location: str) -> bytes:
     """
     too_large = f"{_where(response.url, location)} is over the {max_bytes:,}-byte limit"
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
+    if declared.isdecimal() and int(declared) > max_bytes:
         raise InvalidInputError(too_large)
     chunks: list[bytes] = []
     size = 0
