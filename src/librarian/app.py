@@ -35,6 +35,7 @@ from librarian.ingest.pipeline import IngestPipeline, IngestReport, ProgressCall
 from librarian.ingest.sources.base import SourceListing
 from librarian.ingest.sources.crawler import crawl_listing, known_page_validators, normalize_start_url
 from librarian.ingest.sources.git import looks_like_git_url
+from librarian.ingest.sources.git_access import GitAccess
 from librarian.llm import LLMClient, create_llm
 from librarian.research.error_evidence import AcceptorCache
 from librarian.storage import repository
@@ -236,11 +237,16 @@ class Librarian:
         category: str | None = None,
         tags: tuple[str, ...] = (),
         progress: ProgressCallback | None = None,
+        git_access: GitAccess | None = None,
     ) -> IngestReport:
         """Ingest a local file or folder, or a git repository (URL or local path with ``ref``).
 
         SDK documentation has ``sdk_name`` and ``sdk_version``; organisational documents have
         neither. Re-running on unchanged input only re-reads and hashes files.
+
+        ``git_access`` is what git may use and reach for a git source asked for by someone other
+        than the operator (an API caller); it is stored with the source, so refreshes keep it. By
+        default: the operator's (its credentials, ssh, its own internal hosts).
 
         Raises:
             InvalidInputError: ``sdk_version`` without ``sdk_name``.
@@ -251,7 +257,12 @@ class Librarian:
         normalized = (
             uri if kind == "git" and looks_like_git_url(uri) else str(Path(uri).expanduser().resolve())
         )
-        spec = _source_spec(normalized, kind, ref, sdk_name, sdk_version, document_type, category, tags)
+        options = (
+            {"git_access": git_access.to_options()} if kind == "git" and git_access is not None else None
+        )
+        spec = _source_spec(
+            normalized, kind, ref, sdk_name, sdk_version, document_type, category, tags, options
+        )
         return IngestPipeline(self.settings, self.sessions, self.cache, self.vectors).run(spec, progress)
 
     def ingest_listing(

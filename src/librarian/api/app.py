@@ -20,6 +20,7 @@ from librarian.api.auth import configured_token, require_bearer_token
 from librarian.api.jobs import Job, JobRegistry, JobStatus
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, LibrarianError
+from librarian.ingest.sources.git_access import GitAccess, check_ssh_source
 from librarian.ingest.sources.remote import refuse_private_host
 from librarian.refresh import refresh_targets, select_sources
 from librarian.research.feedback import record_feedback
@@ -27,7 +28,6 @@ from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
 
 KNOWLEDGE_FOLDER = "knowledge"
-_REMOTE_SCHEMES = ("http://", "https://", "ssh://")
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")
 _UNSAFE_NAME = re.compile(r"[^a-z0-9]+")
 
@@ -338,7 +338,7 @@ def _sdks_router(lib: Librarian) -> APIRouter:
 
 
 def _sources_router(
-    lib: Librarian, jobs: JobRegistry, allowed_roots: Sequence[Path], allow_private: bool
+    lib: Librarian, jobs: JobRegistry, allowed_roots: Sequence[Path], allow_private: bool, allow_ssh: bool
 ) -> APIRouter:
     router = APIRouter(tags=["sources"], responses=_ERRORS)
 
@@ -348,11 +348,20 @@ def _sources_router(
 
         Because the API may be reachable from other machines, a local filesystem path is accepted
         only inside one of the server's allowed roots (none by default), so clients cannot make
-        the server read arbitrary files. Git URLs (``http://``, ``https://``, ``ssh://`` and
-        ``user@host:path``) are always accepted; ``file://`` counts as a local path and ``git://``
-        is refused. Refusals answer 422 with a message saying what is allowed.
+        the server read arbitrary files. Git URLs over ``http://`` and ``https://`` are accepted
+        when their host is public; ssh (``ssh://``, ``user@host:path``) only when the server allows
+        it (``--allow-ssh-sources``); ``file://`` counts as a local path and ``git://`` is refused.
+        git follows no redirect itself: each is checked, and it never reaches a non-public address
+        through one. It runs without the server's credentials, keys or ssh agent. Refusals answer
+        422 with a message saying what is allowed.
         """
-        uri = check_source_uri(body.uri, allowed_roots, allow_private=allow_private)
+        uri = check_source_uri(body.uri, allowed_roots, allow_private=allow_private, allow_ssh=allow_ssh)
+        access = GitAccess(
+            credentials=False,
+            ssh=allow_ssh,
+            allow_private=allow_private,
+            allowed_private_hosts=tuple(lib.settings.allowed_private_hosts),
+        )
         job = jobs.submit(
             "ingest",
             lambda: lib.ingest(
@@ -363,6 +372,7 @@ def _sources_router(
                 document_type=body.document_type,
                 category=body.category,
                 tags=tuple(body.tags),
+                git_access=access,
             ).to_dict(),
         )
         return {"job_id": job.id}
@@ -403,6 +413,7 @@ def create_app(
     *,
     allowed_roots: Sequence[Path | str] = (),
     allow_private: bool = False,
+    allow_ssh: bool = False,
     jobs: JobRegistry | None = None,
 ) -> FastAPI:
     """The REST API over ``lib``.
@@ -411,6 +422,7 @@ def create_app(
         lib: the facade to serve (the caller owns it and closes it).
         allowed_roots: local folders ``POST /sources`` may ingest from; empty means git URLs only.
         allow_private: let ``POST /sources`` clone http(s) URLs on loopback or private addresses.
+        allow_ssh: let ``POST /sources`` clone over ssh (never with the server's keys or agent).
         jobs: the background job registry (a new one by default).
 
     When ``lib.settings.api_token`` is set, every request except ``GET /health`` and the OpenAPI
@@ -433,7 +445,7 @@ def create_app(
     app.include_router(_research_router(lib))
     app.include_router(_knowledge_router(lib))
     app.include_router(_sdks_router(lib))
-    app.include_router(_sources_router(lib, app.state.jobs, roots, allow_private))
+    app.include_router(_sources_router(lib, app.state.jobs, roots, allow_private, allow_ssh))
 
     @app.exception_handler(LibrarianError)
     async def librarian_error(request: Request, exc: LibrarianError) -> JSONResponse:
@@ -465,11 +477,14 @@ def _as_markdown(title: str, content: str) -> str:
     return f"{body}\n" if body.startswith("# ") else f"# {title.strip()}\n\n{body}\n"
 
 
-def check_source_uri(uri: str, allowed_roots: Sequence[Path], *, allow_private: bool = False) -> str:
+def check_source_uri(
+    uri: str, allowed_roots: Sequence[Path], *, allow_private: bool = False, allow_ssh: bool = False
+) -> str:
     """``uri`` if ``POST /sources`` may ingest it: a remote git URL, or a path in an allowed root.
 
-    An http(s) URL whose host resolves to a loopback, private or reserved address is refused unless
-    ``allow_private``: the server must not become a way to read internal git servers for its callers.
+    An http(s) or ssh URL whose host resolves to a loopback, private or reserved address is refused
+    unless ``allow_private``: the server must not become a way to read internal git servers for its
+    callers. ssh URLs are refused unless ``allow_ssh``.
 
     Returns the URI to ingest (a local path resolved, ``file://`` removed).
 
@@ -481,7 +496,13 @@ def check_source_uri(uri: str, allowed_roots: Sequence[Path], *, allow_private: 
         if not allow_private:
             refuse_private_host(uri)
         return uri
-    if uri.startswith(_REMOTE_SCHEMES) or _SCP_LIKE.match(uri):
+    if uri.startswith("ssh://") or _SCP_LIKE.match(uri):
+        if not allow_ssh:
+            raise InvalidInputError(
+                f"refusing {uri!r}: ssh git sources are not accepted by this server",
+                hint="use the repository's https:// URL, or start the server with --allow-ssh-sources",
+            )
+        check_ssh_source(uri, GitAccess(credentials=False, allow_private=allow_private))
         return uri
     if uri.startswith("git://"):
         raise InvalidInputError(

@@ -270,6 +270,12 @@ def serve(
         bool,
         typer.Option("--allow-private-urls", help="Let POST /sources clone from loopback/private hosts."),
     ] = False,
+    allow_ssh_sources: Annotated[
+        bool,
+        typer.Option(
+            "--allow-ssh-sources", help="Let POST /sources clone over ssh (never with the server's keys)."
+        ),
+    ] = False,
 ) -> None:
     """Serve the REST API (OpenAPI at /docs) and, by default, MCP over streamable HTTP at /mcp."""
     import uvicorn
@@ -282,7 +288,12 @@ def serve(
         warning = serve_warning(host, lib.settings)
         if warning:
             stderr.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
-        api = create_app(lib, allowed_roots=allow_path or (), allow_private=allow_private_urls)
+        api = create_app(
+            lib,
+            allowed_roots=allow_path or (),
+            allow_private=allow_private_urls,
+            allow_ssh=allow_ssh_sources,
+        )
         if mcp:
             mount_streamable_http(api, create_mcp_server(lib), host=host)
         # Bound here, not by uvicorn, so a port in use is one clear error instead of a log line.

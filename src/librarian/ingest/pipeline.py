@@ -27,6 +27,7 @@ from librarian.ingest.parsed import ChunkDraft, ParseError
 from librarian.ingest.parsers.registry import is_probably_binary, parse_document
 from librarian.ingest.sources.base import SourceDocument, SourceFile, SourceListing, SourceProblem
 from librarian.ingest.sources.git import GitCheckout
+from librarian.ingest.sources.git_access import GitAccess
 from librarian.ingest.sources.local import list_local
 from librarian.storage import repository
 from librarian.storage.models import Source, utcnow
@@ -103,10 +104,11 @@ class IngestPipeline:
         started = time.perf_counter()
         self._vectors.apply_outbox()  # finish what an interrupted run left
         with self._sessions.begin() as session:
-            source_id = repository.get_or_create_source(session, spec).id
+            source = repository.get_or_create_source(session, spec)
+            source_id, stored_options = source.id, dict(source.options or {})
         report = IngestReport(source_id=source_id, uri=spec.uri)
         try:
-            listing = lister() if lister is not None else self._list(spec)
+            listing = lister() if lister is not None else self._list(spec, stored_options)
         except LibrarianError as exc:
             report.status = "failed"
             report.problems.append({"path": spec.uri, "reason": str(exc)})
@@ -136,9 +138,11 @@ class IngestPipeline:
         self._record(source_id, report, listing.revision)
         return report
 
-    def _list(self, spec: repository.SourceSpec) -> SourceListing:
+    def _list(self, spec: repository.SourceSpec, options: dict[str, Any]) -> SourceListing:
         if spec.kind == "git":
-            checkout = GitCheckout(self._settings.home / "git", self._settings.git_timeout_seconds)
+            # The access the source was added with (an API caller's stays an API caller's).
+            access = GitAccess.from_options(options.get("git_access"))
+            checkout = GitCheckout(self._settings.home / "git", self._settings.git_timeout_seconds, access)
             return checkout.list(spec.uri, spec.ref)
         return list_local(Path(spec.uri))
 

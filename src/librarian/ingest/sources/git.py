@@ -2,14 +2,15 @@
 
 Clones are kept under ``<home>/git`` and fetched again on later runs, so a refresh transfers only
 what changed; the listed revision is the checked-out commit, which lets an unchanged repository be
-skipped without reading a file. git runs without a shell, without prompts, and with the ``ext``
-transport disabled.
+skipped without reading a file. git runs without a shell, without prompts, with only the transport
+the source needs, and under the source's :class:`~librarian.ingest.sources.git_access.GitAccess`:
+redirects checked hop by hop and its host pinned to checked addresses, credentials only for the
+operator's own sources.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.ingest.sources.base import SourceListing
+from librarian.ingest.sources.git_access import OPERATOR, GitAccess, GitTransport, git_transport
 from librarian.ingest.sources.local import list_local
 
 _URL_SCHEMES = ("http://", "https://", "ssh://", "git://", "file://")
@@ -31,15 +33,18 @@ def looks_like_git_url(uri: str) -> bool:
 class GitCheckout:
     """Keeps one clone per repository URI in ``cache_dir`` and checks out refs in it."""
 
-    def __init__(self, cache_dir: Path, timeout_seconds: float = 300.0) -> None:
+    def __init__(self, cache_dir: Path, timeout_seconds: float = 300.0, access: GitAccess = OPERATOR) -> None:
         self._cache_dir = cache_dir
         self._timeout = timeout_seconds
+        self._access = access
+        self._transport: GitTransport | None = None
 
     def list(self, uri: str, ref: str | None) -> SourceListing:
         """Clone or fetch ``uri``, check out ``ref`` (default: the remote's default branch), list files.
 
         Raises:
-            InvalidInputError: the URI is malformed or the ref does not exist.
+            InvalidInputError: the URI is malformed, refused by the source's access (a transport or
+                address it does not allow, a redirect to a non-public address) or the ref does not exist.
             BackendUnavailableError: the repository cannot be cloned or fetched.
         """
         if uri.startswith("-"):
@@ -53,12 +58,18 @@ class GitCheckout:
         # One checkout per (repository, ref), so two refs ingested at once never share a work tree.
         key = hashlib.sha256(f"{uri}\x1f{ref or ''}".encode()).hexdigest()[:24]
         checkout = self._cache_dir / key
+        self._transport = git_transport(
+            uri, self._access, git_home=self._cache_dir / ".home", timeout=min(self._timeout, 30.0)
+        )
+        url = self._transport.url
         if (checkout / ".git").is_dir():
+            # The checked URL, every time: the repository may redirect elsewhere since the clone.
+            self._git(checkout, "remote", "set-url", "origin", "--", url, what="set the remote URL")
             self._git(checkout, "fetch", "--quiet", "--tags", "--force", "origin", what=f"fetch {uri}")
         else:
             self._cache_dir.mkdir(parents=True, exist_ok=True)
             self._git(
-                None, "clone", "--quiet", "--no-checkout", "--", uri, str(checkout), what=f"clone {uri}"
+                None, "clone", "--quiet", "--no-checkout", "--", url, str(checkout), what=f"clone {uri}"
             )
         target = self._resolve_ref(checkout, ref, uri)
         self._git(checkout, "checkout", "--quiet", "--force", "--detach", target, what=f"check out {ref}")
@@ -83,14 +94,20 @@ class GitCheckout:
         result = subprocess.run(
             ["git", "-C", str(checkout), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
             capture_output=True,
-            env=_git_environment(),
+            env=self._env(),
             timeout=self._timeout,
             check=False,
         )
         return result.returncode == 0
 
+    def _env(self) -> dict[str, str]:
+        assert self._transport is not None, "list() sets the transport before git runs"
+        return self._transport.env
+
     def _git(self, checkout: Path | None, *args: str, what: str) -> str:
-        command = ["git", "-c", "protocol.ext.allow=never", "-c", "core.hooksPath=/dev/null"]
+        command = ["git", "-c", "core.hooksPath=/dev/null", "-c", "credential.helper="]
+        for setting in self._transport.config if self._transport is not None else ("protocol.allow=never",):
+            command += ["-c", setting]
         if checkout is not None:
             command += ["-C", str(checkout)]
         try:
@@ -98,7 +115,7 @@ class GitCheckout:
                 [*command, *args],
                 capture_output=True,
                 text=True,
-                env=_git_environment(),
+                env=self._env(),
                 timeout=self._timeout,
                 check=False,
             )
@@ -110,22 +127,6 @@ class GitCheckout:
             message = (result.stderr or result.stdout).strip().splitlines()
             raise BackendUnavailableError(f"git could not {what}: {' '.join(message[-3:])}")
         return result.stdout
-
-
-def _git_environment() -> dict[str, str]:
-    # Never prompt for credentials (a hung prompt would hang the ingest) and ignore user config.
-    env = {
-        key: value for key, value in os.environ.items() if key in {"PATH", "HOME", "LANG", "SSH_AUTH_SOCK"}
-    }
-    env.update(
-        {
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null",
-            "GIT_ASKPASS": "/bin/true",
-        }
-    )
-    return env
 
 
 def version_from_ref(ref: str) -> str:
