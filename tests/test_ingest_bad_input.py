@@ -33,20 +33,34 @@ def test_each_bad_file_is_reported_and_good_files_are_ingested(lib: Librarian, t
     outside = tmp_path / "secret.md"
     outside.write_text("# Secret\n\nnot part of the docs\n", encoding="utf-8")
     (docs / "escape.md").symlink_to(outside)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "private.md").write_text("# Private\n\nanother folder's notes\n", encoding="utf-8")
+    (docs / "linked-folder").symlink_to(elsewhere, target_is_directory=True)
+    (docs / "deep.html").write_text("<p>top</p>" + "<div>" * 3000 + "<p>deep</p>" + "</div>" * 3000)
+    (docs / "nested.html").write_text(
+        "<h1>Nested</h1><p>before</p>" + "<div>" * 300 + "<p>deep text</p>" + "</div>" * 300
+    )
     os.mkfifo(docs / "pipe.md")
 
     report = lib.ingest(str(docs))
 
-    assert report.status == "partial" and report.added == 1
+    assert report.status == "partial" and report.added == 2
     found = reasons(lib)
-    assert set(found) == {"corrupt.pdf", "binary.md", "latin1.txt", "huge.md", "escape.md", "pipe.md"}
+    assert set(found) == {
+        "corrupt.pdf", "binary.md", "latin1.txt", "huge.md", "escape.md", "pipe.md", "linked-folder",
+        "deep.html",
+    }  # fmt: skip
+    assert "folder outside the source root" in found["linked-folder"]
+    assert "nested more than 2,048 levels" in found["deep.html"]
+    assert "deep text" in lib.search("deep text", top_k=1)[0].content  # 300 levels: read in full
     assert "pdf" in found["corrupt.pdf"].lower()
     assert "binary" in found["binary.md"]
     assert "UTF-8" in found["latin1.txt"]
     assert "over the limit" in found["huge.md"]
     assert "outside the source root" in found["escape.md"]
     assert "regular file" in found["pipe.md"]
-    assert [r.entity_name for r in lib.search("bucket policies")] == ["Good"]
+    assert next(r.entity_name for r in lib.search("bucket policies")) == "Good"
     assert all(r.entity_name != "Secret" for r in lib.search("not part of the docs", top_k=5))
 
 

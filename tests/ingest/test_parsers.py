@@ -276,6 +276,14 @@ else:
               "<table><tr><td>", "<!--", "-->", "<li>", "<code>", "</div>", "<script>", "<", "&#x"]
     html = "<h1>Before</h1><p>kept</p>" + "".join(rng.choice(pieces) for _ in range(900_000))
     assert len(html) > 5_000_000
+if kind == "deep":  # refused as a whole: never stored with only the text above the nesting
+    from librarian.ingest.parsed import ParseError
+    try:
+        parse_html(html)
+    except ParseError as exc:
+        assert "nested more than 2,048 levels" in str(exc), exc
+        print("ok")
+    sys.exit(0)
 doc = parse_html(html)
 first = doc.sections[0]
 assert first.path == ("Before",) and first.text.startswith("kept"), first.text[:200]

@@ -3,8 +3,9 @@
 Parsing uses lxml's libxml2 HTML parser directly rather than BeautifulSoup: measured on 4 MB of random
 tag soup, BeautifulSoup (even with the lxml builder) took 40 s, and 240 s once the soup contained
 comments, because its tree building is quadratic on such input, whereas libxml2 parses it in
-milliseconds. libxml2 also caps nesting at 256 levels (content nested deeper is dropped), which
-bounds the work on hostile documents; the walk over the tree below is iterative and linear.
+milliseconds. libxml2 caps nesting (256 levels, 2,048 with its huge-tree option), which bounds the
+work on hostile documents; a page nested deeper is refused, never stored in part (see
+:func:`html_root`). The walk over the tree below is iterative and linear.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 # lxml ships no type information; "unused-ignore" keeps mypy quiet if lxml-stubs get installed.
 from lxml import etree  # type: ignore[import-untyped, unused-ignore]
 
-from librarian.ingest.parsed import ParsedDocument, Section
+from librarian.ingest.parsed import ParsedDocument, ParseError, Section
 from librarian.ingest.parsers.markdown import code_span, fence
 
 __all__ = ["parse_html"]
@@ -39,6 +40,8 @@ _BLOCK_TAGS = frozenset(
 )  # fmt: skip
 _LANGUAGE_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight)-([\w+#.-]+)")
 _WHITESPACE = re.compile(r"\s+")
+# The deepest nesting libxml2 reads with its huge-tree option.
+_MAX_DEPTH = 2048
 
 
 def parse_html(text: str) -> ParsedDocument:
@@ -60,12 +63,30 @@ def parse_html(text: str) -> ParsedDocument:
 
 
 def html_root(text: str) -> etree._Element | None:
-    """The lxml tree of ``text`` (comments and processing instructions dropped, no network, no huge
-    trees), or ``None`` for blank text. Parse once and hand the root to every reader of the page."""
-    parser = etree.HTMLParser(
-        remove_comments=True, remove_pis=True, no_network=True, encoding="utf-8", huge_tree=False
+    """The lxml tree of ``text`` (comments and processing instructions dropped, no network), or
+    ``None`` for blank text. Parse once and hand the root to every reader of the page.
+
+    libxml2 drops whatever is nested deeper than 256 elements, silently. A page that deep is parsed
+    again with its limit of 2,048 levels; one deeper still is refused rather than stored in part.
+
+    Raises:
+        ParseError: the page nests elements more than 2,048 levels deep.
+    """
+    if not text.strip():
+        return None
+    data = text.encode("utf-8")
+    for huge in (False, True):
+        parser = etree.HTMLParser(
+            remove_comments=True, remove_pis=True, no_network=True, encoding="utf-8", huge_tree=huge
+        )
+        root = etree.fromstring(data, parser)
+        too_deep = [error for error in parser.error_log if "Excessive depth" in error.message]
+        if not too_deep:
+            return root
+    raise ParseError(
+        f"elements nested more than {_MAX_DEPTH:,} levels deep (line {too_deep[0].line}): "
+        "the text below that depth cannot be read; flatten the page's nesting"
     )
-    return etree.fromstring(text.encode("utf-8"), parser) if text.strip() else None
 
 
 def parse_html_root(root: etree._Element | None) -> ParsedDocument:

@@ -124,10 +124,10 @@ def git_transport(uri: str, access: GitAccess, *, git_home: Path, timeout: float
             )
         check_ssh_source(uri, access)
         protocols.append("protocol.ssh.allow=always")
-    elif "://" in uri:
+    elif "://" in uri and not uri.startswith("file://"):
         raise InvalidInputError(f"refusing {uri!r}: only http(s), ssh and local git repositories are read")
     else:
-        protocols.append("protocol.file.allow=always")  # a local repository
+        protocols.append("protocol.file.allow=always")  # a local repository (a path or file://)
     config = (*protocols, "http.followRedirects=false", *(f"http.curloptResolve={pin}" for pin in pins))
     return GitTransport(url=url, config=config, env=_environment(access, git_home))
 

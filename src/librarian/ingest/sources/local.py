@@ -16,8 +16,10 @@ SKIPPED_DIRECTORIES = frozenset({".git", ".hg", ".svn", "node_modules", "__pycac
 def list_local(root: Path, url_prefix: str | None = None) -> SourceListing:
     """List the supported files under ``root`` (or ``root`` itself when it is a file).
 
-    Symbolic links are followed only when they stay inside ``root``; one pointing outside is reported,
-    never read. Unsupported extensions are skipped silently (a docs folder holds images and styles).
+    Symbolic links to files are followed only when they stay inside ``root``; linked folders are not
+    entered (one inside ``root`` is read at its real place). A link pointing outside, to a file or a
+    folder, is reported, never read. Unsupported extensions are skipped silently (a docs folder
+    holds images and styles).
 
     Args:
         root: the folder or file to ingest.
@@ -46,6 +48,14 @@ def list_local(root: Path, url_prefix: str | None = None) -> SourceListing:
 
     for directory, subdirectories, names in os.walk(real_root, onerror=on_error, followlinks=False):
         subdirectories[:] = sorted(d for d in subdirectories if d not in SKIPPED_DIRECTORIES)
+        for name in subdirectories:
+            # os.walk does not enter linked folders. One inside the root is read at its real place;
+            # one outside is never read, and the listing says so.
+            linked = Path(directory) / name
+            if linked.is_symlink() and not linked.resolve().is_relative_to(real_root):
+                target = linked.resolve()
+                why = f"symbolic link to a folder outside the source root (to {target}): not read"
+                problems.append(SourceProblem(_relative(linked, real_root), why))
         for name in sorted(names):
             candidate = Path(directory) / name
             if candidate.suffix.lower() not in SUPPORTED_EXTENSIONS:
