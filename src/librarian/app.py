@@ -253,6 +253,8 @@ class Librarian:
             NotFoundError: a local path that does not exist.
             BackendUnavailableError: a git repository that cannot be cloned.
         """
+        if "\x00" in uri:
+            raise InvalidInputError(f"{uri!r} cannot name a source: it contains a NUL byte")
         kind = "git" if ref is not None or looks_like_git_url(uri) else "local"
         normalized = (
             uri if kind == "git" and looks_like_git_url(uri) else str(Path(uri).expanduser().resolve())

@@ -7,9 +7,11 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from librarian.errors import BackendUnavailableError
@@ -25,7 +27,17 @@ LONG_TASK = ["sh", "-c", "echo $$ > pid.txt; exec sleep 60"]
 
 def _pid_in(path: Path, seconds: float = 10.0) -> int:
     assert wait_for(lambda: path.is_file() and path.read_text().strip(), seconds), f"{path} never written"
-    return int(path.read_text())
+    text = path.read_text().strip()
+    return int(text) if text.isdecimal() else 0
+
+
+def _running(marker: str) -> list[int]:
+    """Machine pids of the processes whose arguments include ``marker``."""
+    return [
+        process.pid
+        for process in psutil.process_iter(["cmdline", "status"])
+        if marker in (process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE
+    ]
 
 
 @pytest.fixture
@@ -107,9 +119,15 @@ def test_stopping_the_workers_kills_a_long_task_instead_of_waiting_for_it(
     open_runtime: RuntimeFactory,
 ) -> None:
     runtime = open_runtime(runtime_task_timeout_seconds=120.0)
-    spec = WorkflowBuilder("long", goal="sleep").task("nap", "command_executor", {"argv": LONG_TASK}).build()
+    # The runtime isolates tasks: inside its PID namespace a task's $$ is not its pid on the machine,
+    # so the program is found by an argument no other process has.
+    marker = f"60.{uuid.uuid4().int % 10**9:09d}"
+    task = {"argv": ["sh", "-c", f"echo ready > pid.txt; exec sleep {marker}"]}
+    spec = WorkflowBuilder("long", goal="sleep").task("nap", "command_executor", task).build()
     workflow_id = runtime.submit(spec)
-    pid = _pid_in(runtime.settings.home / "workspaces" / workflow_id / "pid.txt")
+    _pid_in(runtime.settings.home / "workspaces" / workflow_id / "pid.txt")
+    assert wait_for(lambda: _running(marker), 10.0)
+    pid = _running(marker)[0]
     started = time.monotonic()
     runtime.close()
     assert time.monotonic() - started < 5.0, "close() waited for the task instead of killing it"

@@ -7,14 +7,17 @@ Blocking work runs in FastAPI's thread pool (sync endpoints) or, for ingests, in
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from librarian.api.auth import configured_token, require_bearer_token
 from librarian.api.jobs import Job, JobRegistry, JobStatus
@@ -28,6 +31,7 @@ from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
 
 KNOWLEDGE_FOLDER = "knowledge"
+logger = logging.getLogger(__name__)
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")
 _UNSAFE_NAME = re.compile(r"[^a-z0-9]+")
 
@@ -45,7 +49,7 @@ class ErrorResponse(BaseModel):
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (404, 409, 422, 500, 503)
+    code: {"model": ErrorResponse} for code in (400, 404, 409, 422, 500, 503)
 }
 
 
@@ -111,7 +115,9 @@ class FeedbackRequest(BaseModel):
     sdk_version: str | None = Field(default=None, description="The version the snippet documents.")
     command: str | None = Field(default=None, description="The failed command (scrubbed before storing).")
     query: str | None = Field(default=None, description="The research question (scrubbed before storing).")
-    chunk_content_hash: str | None = Field(default=None, description="SHA-256 of the snippet's content.")
+    chunk_content_hash: str | None = Field(
+        default=None, pattern="^[0-9a-fA-F]{64}$", description="SHA-256 of the snippet's content (hex)."
+    )
     helpful: bool = Field(default=True, description="False when the snippet did not resolve the error.")
 
 
@@ -451,10 +457,43 @@ def create_app(
     async def librarian_error(request: Request, exc: LibrarianError) -> JSONResponse:
         return JSONResponse(status_code=exc.status_code, content=exc.to_dict())
 
+    # Every answer that is not a success has the ErrorResponse shape the OpenAPI document promises:
+    # FastAPI's own validation errors, unknown routes and methods, and crashes (never a traceback).
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error_response(422, "invalid_input", validation_message(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        category = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error_response(exc.status_code, category, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unexpected error answering %s %s", request.method, request.url.path)
+        return _error_response(500, "internal", "internal error; the server log has the details")
+
     token = configured_token(lib.settings)
     if token is not None:
         require_bearer_token(app, token)
     return app
+
+
+def _error_response(
+    status_code: int, category: str, message: str, *, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    body = {"error": True, "category": category, "message": message, "hint": None}
+    return JSONResponse(status_code=status_code, content=body, headers=dict(headers or {}))
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """FastAPI's validation errors as one line: ``body.query: String should have at least 1 character``."""
+    parts = []
+    for error in list(errors)[:5]:
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
+    more = len(errors) - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
 def knowledge_path(home: Path, title: str) -> Path:
@@ -492,6 +531,8 @@ def check_source_uri(
         InvalidInputError: a local path outside every allowed root, an unsupported scheme, or a URL
             on a non-public address.
     """
+    if any(ord(character) < 32 or ord(character) == 127 for character in uri):
+        raise InvalidInputError(f"refusing {uri!r}: a source URI may not contain control characters")
     if uri.startswith(("http://", "https://")):
         if not allow_private:
             refuse_private_host(uri)
