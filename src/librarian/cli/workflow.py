@@ -87,6 +87,13 @@ def run(
     wait: WaitOption = False,
     timeout: TimeoutOption = None,
     correctors: CorrectorsOption = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            help="Submitting again with this key returns the first workflow instead of a second one.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Submit a workflow; exit code 1 when it ends failed or cancelled, 4 when it asks a question."""
@@ -94,7 +101,23 @@ def run(
         spec = engine.load(file)
         # Embedded workers live in this process: returning early would abandon the workflow.
         must_wait = wait or engine.embedded
-        report = engine.run(spec, wait=must_wait, timeout=timeout)
+        report = engine.run(spec, wait=must_wait, timeout=timeout, idempotency_key=idempotency_key)
+    _finish(report, as_json)
+
+
+@workflow_app.command("resume")
+def resume(
+    workflow_id: Annotated[str, typer.Argument(help="Id of the running workflow whose process died.")],
+    wait: WaitOption = False,
+    timeout: TimeoutOption = None,
+    correctors: CorrectorsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Go on with a workflow whose process died (e.g. killed): its unfinished tasks run again."""
+    with runtime(correctors, correcting=True) as engine:
+        report = engine.resume(workflow_id)
+        if wait or engine.embedded:
+            report = engine.wait(report.workflow_id, timeout=timeout)
     _finish(report, as_json)
 
 

@@ -21,11 +21,12 @@ from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.config import Settings
-from librarian.errors import TaskFailedError
-from librarian.runtime import clarify, store, wakeup
+from librarian.errors import ConflictError, InvalidInputError, TaskFailedError
+from librarian.runtime import clarify, recovery, store, wakeup
 from librarian.runtime.broker.base import Broker
 from librarian.runtime.broker.factory import broker_from_url
 from librarian.runtime.broker.memory import InMemoryBroker
@@ -85,10 +86,16 @@ class Runtime:
     # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the embedded workers (idempotent; a no-op with a remote broker)."""
+        """Start the embedded workers (idempotent; a no-op with a remote broker).
+
+        Tasks a dead process of this machine left in flight (an embedded run killed with
+        ``kill -9``) are dispatched again at once: their workflows go on here.
+        """
         with self._lock:
             if not self.embedded or self._workers is not None:
                 return
+            with self.sessions.begin() as session:
+                recovery.release_orphans(session, actor=self.name)
             broker = self._broker or InMemoryBroker()
             self._broker = broker
             services = Services(
@@ -120,29 +127,100 @@ class Runtime:
         """Read a workflow file, checking its executor types against the registered ones."""
         return load_spec(path, known_executor_types=self.executor_types)
 
-    def submit(self, spec: WorkflowSpec) -> str:
+    def submit(self, spec: WorkflowSpec, *, idempotency_key: str | None = None) -> str:
         """Store a workflow as running and return its id (embedded: start the workers too).
 
+        Args:
+            spec: the workflow.
+            idempotency_key: a key of the client's choosing (1-255 printable characters). Submitting
+                again with the same key and the same workflow returns the first workflow's id instead
+                of starting it twice (a client retrying after a crash or a lost answer).
+
         Raises:
-            InvalidInputError: a task names an unknown executor type.
+            InvalidInputError: a task names an unknown executor type, or the key is not valid.
+            ConflictError: the key was used for a different workflow.
         """
         from librarian.runtime.spec import parse_spec
 
         # Re-validating catches a spec built without executor types checked.
         parse_spec(spec.to_dict(), origin=f"workflow {spec.name!r}", known_executor_types=self.executor_types)
-        with self.sessions.begin() as session:
-            workflow = store.create_workflow(session, spec, actor=self.name)
-            workflow_id = str(workflow.workflow_id)
-            if not self.embedded:
-                wakeup.notify(session)  # the orchestrators of `librarian worker` processes
+        if idempotency_key is not None:
+            _check_key(idempotency_key)
+            existing = self._submitted(idempotency_key, spec)
+            if existing is not None:
+                self.start()
+                return existing
+        try:
+            with self.sessions.begin() as session:
+                workflow = store.create_workflow(
+                    session, spec, actor=self.name, submission_key=idempotency_key
+                )
+                workflow_id = str(workflow.workflow_id)
+                if not self.embedded:
+                    wakeup.notify(session)  # the orchestrators of `librarian worker` processes
+        except IntegrityError:
+            # Submitted with the same key at the same moment: the other submission won.
+            existing = self._submitted(idempotency_key, spec) if idempotency_key is not None else None
+            if existing is None:
+                raise
+            workflow_id = existing
         self.start()
         if self._workers is not None:
             self._workers.wake()
         return workflow_id
 
-    def run(self, spec: WorkflowSpec, *, wait: bool = True, timeout: float | None = None) -> WorkflowReport:
-        """Submit ``spec`` and, with ``wait``, block until it ends (see :meth:`wait`)."""
-        workflow_id = self.submit(spec)
+    def _submitted(self, key: str, spec: WorkflowSpec) -> str | None:
+        """The id of the workflow submitted with ``key``, if any; a different workflow is a conflict."""
+        with self.sessions() as session:
+            workflow = store.workflow_by_submission_key(session, key)
+            if workflow is None:
+                return None
+            if workflow.spec != spec.to_dict():
+                raise ConflictError(
+                    f"the idempotency key {key!r} was used for another workflow ({workflow.workflow_id})",
+                    hint="use a new key for a new workflow",
+                )
+            return str(workflow.workflow_id)
+
+    def resume(self, workflow_id: str) -> WorkflowReport:
+        """Go on with a running workflow whose process died (an embedded run killed with ``kill -9``).
+
+        Tasks left in flight by a dead process of this machine are dispatched again at once, as new
+        attempts; embedded, this runtime's workers then run the workflow. Follow it with :meth:`wait`.
+
+        Raises:
+            NotFoundError: no such workflow.
+            ConflictError: the workflow is not running (finished, cancelled, or paused for an answer).
+        """
+        with self.sessions.begin() as session:
+            workflow = store.get_workflow(session, workflow_id)
+            if workflow.final_status != WorkflowStatus.RUNNING.value:
+                hint = (
+                    f"answer it: librarian workflow answer {workflow_id} TEXT"
+                    if workflow.final_status == WorkflowStatus.PAUSED.value
+                    else "submit it again to run it again"
+                )
+                raise ConflictError(
+                    f"workflow {workflow_id} is {workflow.final_status}, not running", hint=hint
+                )
+            recovery.release_orphans(session, actor=self.name, workflow_id=workflow.workflow_id)
+            if not self.embedded:
+                wakeup.notify(session)
+        self.start()
+        if self._workers is not None:
+            self._workers.wake()
+        return self.status(workflow_id)
+
+    def run(
+        self,
+        spec: WorkflowSpec,
+        *,
+        wait: bool = True,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> WorkflowReport:
+        """Submit ``spec`` (see :meth:`submit`) and, with ``wait``, block until it ends (see :meth:`wait`)."""
+        workflow_id = self.submit(spec, idempotency_key=idempotency_key)
         return self.wait(workflow_id, timeout=timeout) if wait else self.status(workflow_id)
 
     def wait(self, workflow_id: str, *, timeout: float | None = None) -> WorkflowReport:
@@ -218,6 +296,13 @@ class Runtime:
         if self._workers is not None:
             self._workers.wake()
         return self.status(workflow_id)
+
+
+def _check_key(key: str) -> None:
+    if not 1 <= len(key) <= 255 or not key.isprintable():
+        raise InvalidInputError(
+            f"idempotency key {key[:40]!r} is not valid", hint="use 1-255 printable characters, e.g. a UUID"
+        )
 
 
 def remote_broker(settings: Settings) -> Broker:

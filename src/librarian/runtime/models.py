@@ -75,6 +75,8 @@ class Workflow(Base):
     # Why the workflow failed (which task, which limit, what the correctors said), for the report.
     failure_report: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The idempotency key the client submitted it with, if any (migration 0009).
+    submission_key: Mapped[str | None] = mapped_column(String(255), unique=True, index=True)
 
 
 # The statuses looked for across all workflows (ready to dispatch, awaiting correction): the only ones

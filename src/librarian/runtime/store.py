@@ -155,7 +155,9 @@ def transition(
 # -- workflows -----------------------------------------------------------------------------------
 
 
-def create_workflow(session: Session, spec: WorkflowSpec, *, actor: str) -> Workflow:
+def create_workflow(
+    session: Session, spec: WorkflowSpec, *, actor: str, submission_key: str | None = None
+) -> Workflow:
     """Insert a running workflow and its tasks (all pending), with a creation event for each.
 
     The tasks and their events go in as two multi-row inserts: one round trip per row made submitting
@@ -171,6 +173,7 @@ def create_workflow(session: Session, spec: WorkflowSpec, *, actor: str) -> Work
         final_status=WorkflowStatus.RUNNING.value,
         total_reward=0.0,
         spec=spec.to_dict(),
+        submission_key=submission_key,
     )
     session.add(workflow)
     session.flush()
@@ -235,6 +238,11 @@ def get_workflow(session: Session, workflow_id: str | uuid.UUID) -> Workflow:
     if workflow is None:
         raise NotFoundError(f"no workflow {workflow_id}", hint="list workflows with: librarian workflow list")
     return workflow
+
+
+def workflow_by_submission_key(session: Session, key: str) -> Workflow | None:
+    """The workflow submitted with idempotency key ``key``, if any."""
+    return session.scalar(select(Workflow).where(Workflow.submission_key == key))
 
 
 def workflow_status(session: Session, workflow_id: str | uuid.UUID) -> str:
