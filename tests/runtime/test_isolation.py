@@ -273,3 +273,19 @@ def test_limits_reach_the_isolated_program(tmp_path: Path) -> None:
     )
     outcome = manager.run(["sh", "-c", "ulimit -d; ulimit -n"], manager.workspace_for("wf"))
     assert outcome.stdout.split() == [str(256 * 1024), "1024"], outcome.stderr
+
+
+def test_a_workflow_cannot_bind_a_home_or_a_credentials_directory_through_its_path(
+    isolated: EnvironmentManager, tmp_path: Path
+) -> None:
+    secrets = tmp_path / "keys" / ".ssh"
+    secrets.mkdir(parents=True)
+    (secrets / "id_rsa").write_text("PRIVATE KEY")
+    secrets.chmod(0o755)
+    (secrets / "id_rsa").chmod(0o644)  # readable by anyone: only the mount keeps it out
+    home = Path.home()
+    path = f"{secrets}:{home}:/usr/bin:/bin"
+    _, out, err = _sh(
+        isolated, f"cat {secrets}/id_rsa; ls {home} | head -1; echo end", env_overrides={"PATH": path}
+    )
+    assert out.strip().splitlines() == ["end"], (out, err)

@@ -28,6 +28,7 @@ Where ``bwrap`` is missing or the machine forbids namespaces (some containers),
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -51,6 +52,10 @@ _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # A PATH entry named like this is a prefix's program directory: the prefix (a virtualenv, a Node
 # package tree, /opt/tool) is what the tool needs, its libraries included.
 _PROGRAM_DIRECTORY_NAMES = frozenset({"bin", "sbin", "Scripts", ".bin"})
+# Directories that hold credentials: never bound, even when a workflow names them on its PATH.
+_CREDENTIAL_DIRECTORIES = frozenset(
+    {".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config", ".azure", ".password-store", ".netrc"}
+)
 # The user a run is inside a user namespace (the runtime is not root).
 _NOBODY = 65534
 # How many distinct users workflows are spread over when the runtime is root.
@@ -112,11 +117,6 @@ class NamespaceSandbox:
             uid_base=uid_base,
             _system=_system_arguments(),
         )
-
-    @property
-    def limits_processes_itself(self) -> bool:
-        """Whether the process limit is set inside the sandbox (not by the launcher's ``RLIMIT_NPROC``)."""
-        return not self.as_root
 
     def user_for(self, workflow_id: str) -> int | None:
         """The user id runs of ``workflow_id`` switch to; ``None`` when the runtime is not root."""
@@ -189,6 +189,8 @@ class NamespaceSandbox:
                 candidate.is_relative_to(hidden) for hidden in self.hidden
             ):
                 continue  # the data directory, or inside it: another workflow's workspace, the database
+            if not _bindable(candidate):
+                continue  # a home directory as a whole, or where credentials live
             if any(candidate.is_relative_to(done) for done in chosen):
                 continue
             chosen.append(candidate)
@@ -220,6 +222,23 @@ def _parents(path: Path, made: set[Path], bound: list[Path]) -> list[str]:
         made.add(parent)
         arguments += ["--dir", str(parent)]
     return arguments
+
+
+def _bindable(directory: Path) -> bool:
+    """Whether a tool directory may be shown to tasks: never a home directory (or what holds one),
+    nor a directory where credentials live, whatever a workflow puts on its ``PATH``."""
+    if any(part in _CREDENTIAL_DIRECTORIES for part in directory.parts):
+        return False
+    return not any(home.is_relative_to(directory) for home in _homes())
+
+
+@cache
+def _homes() -> tuple[Path, ...]:
+    """The home directories of this machine's users (and the runtime's own)."""
+    homes = {Path.home(), Path("/root")}
+    with contextlib.suppress(OSError):  # no /home
+        homes.update(entry for entry in Path("/home").iterdir() if entry.is_dir())
+    return tuple(_resolved(home) for home in homes)
 
 
 def _visible(path: Path, read_only: tuple[Path, ...]) -> bool:
