@@ -12,7 +12,8 @@ Markdown front matter, trigger rules, OpenAPI documents) goes through :func:`loa
 - ``max_depth``: collections nested deeper are refused (well before Python's recursion limit).
 
 Errors are :class:`~librarian.errors.InvalidInputError` naming the input (``origin``) and, for a
-syntax error, its line and column. :func:`check_depth` bounds data decoded by other means (JSON).
+syntax error, its line and column. :func:`load_json` reads JSON with the same size and depth limits
+and errors, and :func:`check_depth` bounds data decoded by other means.
 
 Example:
     >>> load_yaml("a: [1, 2]", "example.yaml")
@@ -21,13 +22,14 @@ Example:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
 
 from librarian.errors import InvalidInputError
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "check_depth", "compose_yaml", "load_yaml"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "check_depth", "compose_yaml", "load_json", "load_yaml"]
 
 MAX_BYTES = 10 * 1024 * 1024
 # Nodes after alias expansion; the largest real OpenAPI documents (cloud providers') stay well below.
@@ -157,6 +159,26 @@ def compose_yaml(
 
     result: tuple[Any, yaml.Node | None] = _parsed(origin, run, 0)
     return result
+
+
+def load_json(data: bytes, origin: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse JSON bytes with the limits and errors of :func:`load_yaml`.
+
+    Raises:
+        InvalidInputError: too large, not UTF-8, a syntax error (with line and column), nested deeper
+            than ``max_depth`` or a number too long for Python.
+    """
+    text = _text(data, origin, max_bytes)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"{origin}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    except (RecursionError, ValueError) as exc:
+        raise InvalidInputError(f"{origin}: invalid JSON: nested too deeply or a number too long") from exc
+    check_depth(value, origin, max_depth=max_depth)
+    return value
 
 
 def check_depth(value: Any, origin: str, *, max_depth: int = MAX_DEPTH) -> None:

@@ -358,7 +358,7 @@ def test_yaml_syntax_error_names_the_file_and_line() -> None:
 def test_json_syntax_error_names_the_line() -> None:
     message = _invalid('{\n  "openapi": "3.0.0",\n  "info": {,}\n}', "broken.json")
 
-    assert "broken.json: JSON syntax error at line 3" in message
+    assert "broken.json: invalid JSON at line 3" in message
 
 
 def test_swagger_2_is_refused_with_what_was_found() -> None:

@@ -115,9 +115,7 @@ def resume(
 ) -> None:
     """Go on with a workflow whose process died (e.g. killed): its unfinished tasks run again."""
     with runtime(correctors, correcting=True) as engine:
-        report = engine.resume(workflow_id)
-        if wait or engine.embedded:
-            report = engine.wait(report.workflow_id, timeout=timeout)
+        report = _followed(engine, engine.resume(workflow_id), wait, timeout)
     _finish(report, as_json)
 
 
@@ -194,9 +192,7 @@ def answer(
 ) -> None:
     """Answer the question a paused workflow asked; it resumes with the answer given to its correctors."""
     with runtime(correctors, correcting=True) as engine:
-        report = engine.answer(workflow_id, text)
-        if wait or engine.embedded:
-            report = engine.wait(report.workflow_id, timeout=timeout)
+        report = _followed(engine, engine.answer(workflow_id, text), wait, timeout)
     _finish(report, as_json)
 
 
@@ -328,6 +324,13 @@ def _stop_on_signals(group: WorkerGroup) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+
+
+def _followed(engine: Runtime, report: WorkflowReport, wait: bool, timeout: float | None) -> WorkflowReport:
+    """``report``, or the workflow's end when asked to wait (embedded workers live in this process)."""
+    if wait or engine.embedded:
+        return engine.wait(report.workflow_id, timeout=timeout)
+    return report
 
 
 def _finish(report: WorkflowReport, as_json: bool) -> None:

@@ -19,7 +19,6 @@ Errors name the file, the task and the field; unknown dependencies and cycles ar
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
@@ -29,7 +28,7 @@ from typing import Any
 import jsonschema
 
 from librarian.errors import InvalidInputError
-from librarian.safe_yaml import check_depth, load_yaml
+from librarian.safe_yaml import check_depth, load_json, load_yaml
 
 # A workflow file is refused past these: a few hundred bytes of YAML aliases can stand for billions of
 # nodes, and every node is validated.
@@ -120,31 +119,13 @@ def load_spec(path: Path, known_executor_types: Collection[str] | None = None) -
     except OSError as exc:
         raise InvalidInputError(f"cannot read workflow file {path}: {exc.strerror}") from exc
     if path.suffix.lower() == ".json":
-        data = _json(raw, str(path))
+        data = load_json(raw, str(path), max_bytes=MAX_WORKFLOW_BYTES)
     else:
         data = load_yaml(raw, str(path), max_bytes=MAX_WORKFLOW_BYTES, max_nodes=MAX_WORKFLOW_NODES)
         check_depth(data, str(path))
     return parse_spec(
         data, origin=str(path), default_name=path.stem, known_executor_types=known_executor_types
     )
-
-
-def _json(raw: bytes, origin: str) -> Any:
-    """A workflow's JSON, with the limits and errors of its YAML (no traceback for any input)."""
-    if len(raw) > MAX_WORKFLOW_BYTES:
-        raise InvalidInputError(f"{origin} is {len(raw):,} bytes, over the {MAX_WORKFLOW_BYTES:,}-byte limit")
-    try:
-        data = json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"{origin} is not UTF-8 text (bad byte at offset {exc.start})") from exc
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(
-            f"{origin}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from exc
-    except (RecursionError, ValueError) as exc:
-        raise InvalidInputError(f"{origin}: invalid JSON: nested too deeply or a number too long") from exc
-    check_depth(data, origin)
-    return data
 
 
 def parse_spec(

@@ -30,7 +30,7 @@ from librarian.errors import InvalidInputError
 from librarian.ingest.parsed import ParsedDocument, Section
 from librarian.ingest.sources.base import SourceDocument
 from librarian.ingest.sources.remote import fetch_document
-from librarian.safe_yaml import load_yaml
+from librarian.safe_yaml import load_json, load_yaml
 
 __all__ = ["MAX_REDIRECTS", "MAX_SPEC_BYTES", "fetch_openapi", "load_openapi", "openapi_documents"]
 
@@ -62,20 +62,10 @@ def load_openapi(data: bytes, name: str, *, max_bytes: int = MAX_SPEC_BYTES) -> 
         raise InvalidInputError(
             f"{name} is {len(data):,} bytes, over the {max_bytes:,}-byte limit for an OpenAPI document"
         )
-    if not data.lstrip().startswith(b"{"):
-        spec = load_yaml(data, name, max_bytes=max_bytes)
+    if data.lstrip().startswith(b"{"):
+        spec = load_json(data, name, max_bytes=max_bytes)
     else:
-        try:
-            spec = json.loads(data.decode("utf-8-sig"))
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"{name} is not UTF-8 text (bad byte at offset {exc.start})") from exc
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(
-                f"{name}: JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-            ) from exc
-        except (ValueError, RecursionError) as exc:
-            # ValueError: integers past Python's digit limit; RecursionError: absurd nesting.
-            raise InvalidInputError(f"{name} cannot be read as JSON: {exc}") from exc
+        spec = load_yaml(data, name, max_bytes=max_bytes)
     if not isinstance(spec, dict):
         raise InvalidInputError(f"{name} is not an OpenAPI document: its top level is {_kind(spec)}")
     if "swagger" in spec:
