@@ -22,39 +22,40 @@ in worker threads, and ``preexec_fn`` is not safe in a threaded parent (the chil
 - ``prlimit``: util-linux's ``prlimit`` sets them, then execs the program (about 2.5 ms);
 - ``python``: a tiny Python wrapper does the same (about 10 ms more: a second interpreter start).
 
-The exit of the program is noticed through a pidfd (Linux 5.3+), or the fork server's report, rather
-than by polling, so a task that ends is reported at once.
+The limits and the launchers' command lines are in :mod:`librarian.runtime.rlimits`. Around the
+launcher, :mod:`librarian.runtime.isolation` puts each run in namespaces of its own (what it sees,
+whom it runs as, its network). Once started, :mod:`librarian.runtime.program_io` watches the program:
+its exit is noticed through a pidfd (Linux 5.3+), or the fork server's report, rather than by
+polling, so a task that ends is reported at once.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import errno
 import math
 import os
 import re
-import resource
-import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal, Protocol
+from typing import Literal
 
 from librarian.config import Settings
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.contracts import Workspace
-from librarian.runtime.forkserver import ForkServerError, ForkServers, RequestTooLargeError, kill_group
+from librarian.runtime.forkserver import ForkServerError, ForkServers, RequestTooLargeError
 from librarian.runtime.isolation import NamespaceSandbox
+from librarian.runtime.program_io import LocalProgram, Program, collect, devnull, output_pipes, stdin_file
+from librarian.runtime.rlimits import prlimit_command, run_rlimits, wrapper_command
 
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -64,32 +65,6 @@ _SECRET_NAME = re.compile(
 )
 # Copied from the worker when set; nothing else of the worker's environment is.
 DEFAULT_PASSTHROUGH = ("LANG", "LC_ALL", "TZ")
-_READ_CHUNK = 65536
-# After the main process has exited, how long its output pipes may stay open (held by a child that
-# escaped the process group with its own setsid) before they are abandoned.
-_PIPE_GRACE_SECONDS = 2.0
-
-# Runs as ``python -I -S -c _WRAPPER DATA CPU NOFILE FSIZE NPROC -- argv...`` (NPROC -1: unlimited):
-# sets the limits, then becomes the program. Hard limits equal soft ones (CPU gets one extra second
-# so SIGXCPU comes before SIGKILL), so the task cannot raise them back.
-_WRAPPER = """\
-import os, resource, sys
-limits = dict(zip(("DATA", "CPU", "NOFILE", "FSIZE", "NPROC"), map(int, sys.argv[1:6])))
-for name, value in limits.items():
-    if value < 0:
-        continue
-    which = getattr(resource, "RLIMIT_" + name)
-    hard = resource.getrlimit(which)[1]
-    cap = (lambda v: v) if hard == resource.RLIM_INFINITY else (lambda v: min(v, hard))
-    resource.setrlimit(which, (cap(value), cap(value + 1 if name == "CPU" else value)))
-argv = sys.argv[7:]
-try:
-    os.execvp(argv[0], argv)
-except OSError as exc:
-    sys.stderr.write("librarian-sandbox: cannot run %r: %s\\n" % (argv[0], exc.strerror))
-    sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
-"""
-
 
 # Read once: ``os.cpu_count`` reads a file under /sys on every call, and every run needs it.
 _CPUS = os.cpu_count() or 1
@@ -171,56 +146,6 @@ class ProcessOutcome:
             return f"signal {-self.exit_code}"
 
 
-class _Program(Protocol):
-    """A started program, whichever launcher started it: its process group can be killed as a whole."""
-
-    pid: int
-
-    @property
-    def exit_fd(self) -> int | None:
-        """A descriptor readable once the program has exited, or ``None`` (then exits are polled)."""
-
-    def has_exited(self) -> bool:
-        """Whether the program has exited; its group id stays its own until :meth:`wait`."""
-
-    def kill(self) -> None:
-        """SIGKILL the program's process group."""
-
-    def wait(self) -> int:
-        """Reap the program; its exit code (``-N``: killed by signal N)."""
-
-    def close(self) -> None:
-        """Release what watching the program took (call after :meth:`wait`)."""
-
-
-class _LocalProgram:
-    """A program this process started itself (the ``prlimit`` and ``python`` launchers)."""
-
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        self.process = process
-        self.pid = process.pid  # also its process group's id
-        self._pidfd = _open_pidfd(process.pid)
-
-    @property
-    def exit_fd(self) -> int | None:
-        return self._pidfd
-
-    def has_exited(self) -> bool:
-        # WNOWAIT: the leader stays a zombie, so its pid (the group id) cannot be reused meanwhile.
-        return _has_exited(self.pid)
-
-    def kill(self) -> None:
-        kill_group(self.pid)
-
-    def wait(self) -> int:
-        return self.process.wait()
-
-    def close(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
-
-
 class _ProcessGroups:
     """The programs of the runs in progress, so they can all be killed at once (thread-safe).
 
@@ -234,7 +159,7 @@ class _ProcessGroups:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live: set[_Program] = set()
+        self._live: set[Program] = set()
         self._starting = 0
         self._kills = 0  # how many times kill_all ran: a run starting across one is killed too
         self.closed = False
@@ -250,7 +175,7 @@ class _ProcessGroups:
         with self._lock:
             self._starting -= 1
 
-    def add(self, program: _Program, ticket: int) -> bool:
+    def add(self, program: Program, ticket: int) -> bool:
         """Register a started program; killed at once instead if :meth:`kill_all` ran while it started."""
         with self._lock:
             self._starting -= 1
@@ -260,7 +185,7 @@ class _ProcessGroups:
             self._live.add(program)
             return True
 
-    def discard(self, program: _Program) -> None:
+    def discard(self, program: Program) -> None:
         """Forget a program that is about to be reaped."""
         with self._lock:
             self._live.discard(program)
@@ -510,12 +435,12 @@ class EnvironmentManager:
                 f"the sandbox is shutting down and cannot start {args[0]!r}",
                 hint="the worker is stopping; the task runs again once its lease expires",
             )
-        with _stdin_file(stdin) as stdin_handle:
-            stdout_read, stdout_write, stderr_read, stderr_write = _output_pipes(args[0])
+        with stdin_file(stdin) as stdin_handle:
+            stdout_read, stdout_write, stderr_read, stderr_write = output_pipes(args[0])
             started = time.monotonic()
             try:
                 ticket = self._groups.starting()
-                stdin_fd = stdin_handle.fileno() if stdin_handle is not None else _devnull()
+                stdin_fd = stdin_handle.fileno() if stdin_handle is not None else devnull()
                 command = self._isolated(args, workspace, env["PATH"], limits, network)
                 program = self._start(command, workspace, env, limits, stdin_fd, stdout_write, stderr_write)
             except BaseException as exc:
@@ -536,8 +461,13 @@ class EnvironmentManager:
             finally:
                 os.close(stdout_write)  # the program holds its own copies
                 os.close(stderr_write)
-            stdout, stderr, timed_out, exit_code = _collect(
-                program, stdout_read, stderr_read, limits, started, self._groups
+            stdout, stderr, timed_out, exit_code = collect(
+                program,
+                stdout_read,
+                stderr_read,
+                output_bytes=limits.output_bytes,
+                deadline=started + limits.timeout_seconds,
+                forget=self._groups.discard,
             )
         duration = time.monotonic() - started
         out_text, out_cut = stdout.text()
@@ -583,7 +513,7 @@ class EnvironmentManager:
         stdin: int,
         stdout: int,
         stderr: int,
-    ) -> _Program:
+    ) -> Program:
         """Start ``args`` in its own session under ``limits``, with the launcher of this manager."""
         if self._forkservers is not None and limits.memory_mb >= _FORKSERVER_MIN_MEMORY_MB:
             try:
@@ -609,7 +539,7 @@ class EnvironmentManager:
             start_new_session=True,  # its own process group, killed as a whole
             close_fds=True,
         )
-        return _LocalProgram(process)
+        return LocalProgram(process)
 
     def _rlimits(self, limits: SandboxLimits) -> tuple[tuple[int, int, int], ...]:
         """The launcher's limits; with the process count when runs switch to a user of their own.
@@ -618,167 +548,20 @@ class EnvironmentManager:
         per-run limit (a user namespace sets it inside instead, see :mod:`librarian.runtime.isolation`).
         """
         counted = self.isolation is not None and self.isolation.as_root
-        return _rlimits(limits, processes=counted)
+        return run_rlimits(
+            memory_bytes=limits.memory_mb * 1024 * 1024,
+            cpu_seconds=limits.cpu_seconds,
+            open_files=limits.open_files,
+            file_bytes=limits.file_bytes,
+            processes=limits.processes if counted else None,
+        )
 
     def _launch(self, limits: SandboxLimits, args: tuple[str, ...]) -> list[str]:
         """The argv that applies ``limits`` to itself, then ``exec``s ``args``."""
         rlimits = self._rlimits(limits)
         if self.prlimit is None:
-            values = {which: soft for which, soft, _ in rlimits}
-            order = (resource.RLIMIT_DATA, resource.RLIMIT_CPU, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE)
-            numbers = [*(values[which] for which in order), values.get(resource.RLIMIT_NPROC, -1)]
-            return [sys.executable, "-I", "-S", "-c", _WRAPPER, *map(str, numbers), "--", *args]
-        options = [f"--{_PRLIMIT_OPTIONS[which]}={soft}:{hard}" for which, soft, hard in rlimits]
-        return [self.prlimit, *options, "--", *args]
-
-
-_PRLIMIT_OPTIONS = {
-    resource.RLIMIT_DATA: "data",
-    resource.RLIMIT_CPU: "cpu",
-    resource.RLIMIT_NOFILE: "nofile",
-    resource.RLIMIT_FSIZE: "fsize",
-    resource.RLIMIT_NPROC: "nproc",
-}
-
-
-def _rlimits(limits: SandboxLimits, *, processes: bool = False) -> tuple[tuple[int, int, int], ...]:
-    """``(resource, soft, hard)`` of a run, capped at this process's own hard limits.
-
-    The program inherits this process's limits and a hard limit can never be raised, so capping here
-    is what the Python wrapper does in the child. Hard equals soft, except that CPU gets one extra
-    second so SIGXCPU comes before SIGKILL; the task cannot raise them back.
-    """
-    memory = limits.memory_mb * 1024 * 1024
-    wanted: list[tuple[int, int, int]] = [
-        (resource.RLIMIT_DATA, memory, memory),
-        (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
-        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
-        (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
-    ]
-    if processes:
-        wanted.append((resource.RLIMIT_NPROC, limits.processes, limits.processes))
-    return tuple((which, _cap(which, soft), _cap(which, hard)) for which, soft, hard in wanted)
-
-
-def _cap(which: int, value: int) -> int:
-    hard = resource.getrlimit(which)[1]
-    return value if hard == resource.RLIM_INFINITY else min(value, hard)
-
-
-class _Capture:
-    """Keeps the first ``limit`` bytes of a stream and counts the rest."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.kept = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.limit - len(self.kept)
-        if room > 0:
-            self.kept += data[:room]
-
-    def text(self) -> tuple[str, bool]:
-        """The kept bytes as text, ending with a note when some were cut; and whether they were."""
-        # NUL cannot be stored in PostgreSQL text or jsonb (`find -print0`, binary output).
-        text = self.kept.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-        if self.total <= self.limit:
-            return text, False
-        return f"{text}\n[output cut: kept the first {self.limit:,} of {self.total:,} bytes]\n", True
-
-
-def _collect(
-    program: _Program,
-    stdout: int,
-    stderr: int,
-    limits: SandboxLimits,
-    started: float,
-    groups: _ProcessGroups,
-) -> tuple[_Capture, _Capture, bool, int]:
-    """Drain both pipes, enforce the timeout, kill what the program left running, reap it.
-
-    Returns both captures, whether the timeout struck, and the exit code. The program's group is
-    killed before it is reaped, so its id cannot have been reused by then.
-    """
-    out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
-    captures = {stdout: out, stderr: err}
-    deadline = started + limits.timeout_seconds
-    timed_out = exited = False
-    pipe_deadline = math.inf
-    # ``poll`` rather than a ``selectors`` epoll: no descriptor to create and close for every run.
-    poller = select.poll()
-    open_pipes = {stdout, stderr}
-    exit_fd = program.exit_fd
-    try:
-        for fd in open_pipes:
-            os.set_blocking(fd, False)
-            poller.register(fd, select.POLLIN)
-        if exit_fd is not None:
-            # Readable once the program exits: the poll below wakes at once instead of polling.
-            poller.register(exit_fd, select.POLLIN)
-        while open_pipes:
-            now = time.monotonic()
-            if not timed_out and now >= deadline:
-                timed_out = True
-                program.kill()
-            if not exited and program.has_exited():
-                exited = True
-                program.kill()  # background children holding the pipes open
-                pipe_deadline = now + _PIPE_GRACE_SECONDS
-                if exit_fd is not None:
-                    poller.unregister(exit_fd)  # stays readable: it would spin the loop
-            if now >= pipe_deadline:
-                break  # a child that left the group with its own setsid keeps them open: abandon it
-            for fd, _ in poller.poll(1000 * min(0.1, max(0.01, deadline - now))):
-                if fd == exit_fd or fd not in open_pipes:
-                    continue  # the exit is handled at the top of the loop
-                try:
-                    data = os.read(fd, _READ_CHUNK)
-                except BlockingIOError:
-                    continue
-                if data:
-                    captures[fd].add(data)
-                else:  # end of file (a pipe whose writers are gone reports POLLHUP)
-                    poller.unregister(fd)
-                    open_pipes.discard(fd)
-        # The pipes are closed, but the program may run on without them until the deadline. (Pipes
-        # usually close a moment before the exit can be waited for, so this is reached every time.)
-        pause = 0.0005
-        while not program.has_exited():
-            now = time.monotonic()
-            if not timed_out and now >= deadline:
-                timed_out = True
-                program.kill()
-            wait = max(0.0, deadline - now) if not timed_out else 0.02
-            if exit_fd is not None:
-                # The pipes are unregistered by now: this waits on the exit alone (``poll``, not
-                # ``select``, which cannot watch a descriptor numbered 1024 or above).
-                poller.poll(1000 * min(wait, 1.0))
-            else:
-                time.sleep(min(pause, wait or pause))
-                pause = min(pause * 2, 0.02)
-    finally:
-        program.kill()
-        groups.discard(program)  # before reaping: from then on the pid may be reused
-        exit_code = program.wait()
-        program.close()
-        os.close(stdout)
-        os.close(stderr)
-    return out, err, timed_out, exit_code
-
-
-def _output_pipes(program: str) -> tuple[int, int, int, int]:
-    """Two pipes for stdout and stderr: read and write end of each, nothing left open on failure."""
-    ends: list[int] = []
-    try:
-        for _ in range(2):
-            ends.extend(os.pipe())
-    except OSError as exc:  # out of descriptors: the machine, not the task
-        for end in ends:
-            os.close(end)
-        raise BackendUnavailableError(f"the sandbox cannot start {program!r}: {exc}") from exc
-    return ends[0], ends[1], ends[2], ends[3]
+            return wrapper_command(rlimits, args)
+        return prlimit_command(self.prlimit, rlimits, args)
 
 
 def _not_executed(args: tuple[str, ...], failure: OSError, duration: float) -> ProcessOutcome:
@@ -796,48 +579,6 @@ def _not_executed(args: tuple[str, ...], failure: OSError, duration: float) -> P
         stdout_truncated=False,
         stderr_truncated=False,
     )
-
-
-_DEVNULL: int | None = None
-_DEVNULL_LOCK = threading.Lock()
-
-
-def _devnull() -> int:
-    """A descriptor of ``/dev/null`` for programs given no input (opened once per process)."""
-    global _DEVNULL
-    with _DEVNULL_LOCK:
-        if _DEVNULL is None:
-            _DEVNULL = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        return _DEVNULL
-
-
-def _open_pidfd(pid: int) -> int | None:
-    """A pidfd of ``pid`` (readable once it exits), or ``None`` where the kernel has none."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):  # not Linux, a kernel before 5.3, or seccomp forbids it
-        return None
-
-
-def _has_exited(pid: int) -> bool:
-    """Whether ``pid`` has exited, without reaping it (``WNOWAIT``)."""
-    try:
-        result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return result is not None
-
-
-@contextlib.contextmanager
-def _stdin_file(data: str | bytes | None) -> Iterator[IO[bytes] | None]:
-    """Standard input as an unnamed temporary file, so a large input never blocks on a pipe."""
-    if data is None:
-        yield None
-        return
-    with tempfile.TemporaryFile() as handle:
-        handle.write(data.encode("utf-8") if isinstance(data, str) else data)
-        handle.seek(0)
-        yield handle
 
 
 def _checked_argv(argv: Sequence[str]) -> tuple[str, ...]:
