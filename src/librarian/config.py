@@ -371,6 +371,8 @@ def settings_reference() -> str:
     """Render every setting as a Markdown table (the body of ``docs/configuration.md``)."""
     lines = ["| setting | environment variable | default | description |", "|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
-        default = field.default if field.default is not None else ""
+        # A list default is made by a factory (a fresh list per instance): show what it makes.
+        value = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+        default = value if value is not None else ""
         lines.append(f"| `{name}` | `LIBRARIAN_{name.upper()}` | `{default}` | {field.description} |")
     return "\n".join(lines) + "\n"
