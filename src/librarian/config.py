@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from librarian.errors import InvalidInputError
@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     """Everything Librarian can be configured with. Environment prefix: ``LIBRARIAN_``."""
 
     model_config = SettingsConfigDict(env_prefix="LIBRARIAN_", extra="forbid", validate_default=True)
+    # Where :meth:`load` read the file from (tasks must never see it); not a setting itself.
+    _config_file: Path | None = PrivateAttr(default=None)
 
     home: Path = Field(
         default=Path(".librarian"),
@@ -345,7 +347,14 @@ class Settings(BaseSettings):
         # Environment beats the file: keep only file values the environment does not set.
         merged = {k: v for k, v in file_values.items() if f"LIBRARIAN_{k.upper()}" not in os.environ}
         merged.update({k: v for k, v in overrides.items() if v is not None})
-        return _validated(cls, merged, f"{path} or the LIBRARIAN_* environment")
+        settings = _validated(cls, merged, f"{path} or the LIBRARIAN_* environment")
+        settings._config_file = path.resolve() if path.is_file() else None
+        return settings
+
+    @property
+    def config_file(self) -> Path | None:
+        """The TOML file these settings were read from (:meth:`load`), or ``None``."""
+        return self._config_file
 
 
 def _validated(cls: type[Settings], values: dict[str, Any], origin: str) -> Settings:

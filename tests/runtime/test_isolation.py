@@ -289,3 +289,23 @@ def test_a_workflow_cannot_bind_a_home_or_a_credentials_directory_through_its_pa
         isolated, f"cat {secrets}/id_rsa; ls {home} | head -1; echo end", env_overrides={"PATH": path}
     )
     assert out.strip().splitlines() == ["end"], (out, err)
+
+
+def test_a_configuration_file_under_etc_is_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/etc is shown to tasks; the configuration file the runtime read there is not."""
+    etc_dir = Path("/etc/librarian-test-" + tmp_path.name)
+    etc_dir.mkdir()
+    try:
+        config = etc_dir / "config.toml"
+        config.write_text('llm_api_key = "sk-from-etc"\n')
+        config.chmod(0o644)
+        monkeypatch.setenv("LIBRARIAN_CONFIG", str(config))
+        manager = EnvironmentManager.from_settings(Settings.load(home=tmp_path / "home"))
+        assert manager.isolation is not None
+        _, out, _ = _sh(manager, f"cat {config}; echo end")
+        assert "sk-from-etc" not in out and out.strip().endswith("end")
+        manager.shutdown()
+    finally:
+        for child in etc_dir.iterdir():
+            child.unlink()
+        etc_dir.rmdir()

@@ -329,8 +329,10 @@ class EnvironmentManager:
         )
         isolation = None
         if settings.runtime_sandbox_isolation == "namespaces":
+            # The data directory, and the configuration wherever it lives (/etc is shown to tasks).
+            hidden = [settings.home, *([settings.config_file] if settings.config_file else [])]
             isolation = NamespaceSandbox.create(
-                hidden=[settings.home], read_only=settings.runtime_sandbox_read_only_paths
+                hidden=hidden, read_only=settings.runtime_sandbox_read_only_paths
             )
         return cls(
             settings.home / "workspaces",
