@@ -148,15 +148,17 @@ def workflow_spec(case: DriftCase, environment: BuiltEnvironment, services: dict
             }
         )
     env = task_env(case, environment, services)
+    # Tasks run without a network unless they ask; a case that talks to a local service asks.
+    network = {"network": True} if case.services else {}
     for number, argv in enumerate(case.setup, start=1):
         tasks.append(
             {
                 "id": f"setup-{number}",
                 "executor_type": "command_executor",
-                "payload": {"argv": argv, "env": env},
+                "payload": {"argv": argv, "env": env, **network},
             }
         )
-    payload = dict(case.task.payload)
+    payload = {**dict(case.task.payload), **network}
     payload["env"] = {**dict(payload.get("env") or {}), **env}
     tasks.append(
         {
