@@ -309,3 +309,15 @@ def test_a_configuration_file_under_etc_is_hidden(tmp_path: Path, monkeypatch: p
         for child in etc_dir.iterdir():
             child.unlink()
         etc_dir.rmdir()
+
+
+def test_a_task_cannot_have_the_runtime_hand_it_a_file_through_a_link(
+    isolated: EnvironmentManager, tmp_path: Path
+) -> None:
+    """A task replaces its tmp with a link to a file of the runtime's; the next run must not chown it."""
+    precious = tmp_path / "runtime-owned.txt"
+    precious.write_text("the runtime's")
+    owner_before = precious.stat().st_uid
+    _sh(isolated, f"rm -rf tmp && ln -s {precious} tmp")
+    _sh(isolated, "true")  # the next run prepares tmp again
+    assert precious.stat().st_uid == owner_before

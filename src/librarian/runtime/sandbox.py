@@ -39,6 +39,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -606,9 +607,14 @@ def _check_limits(limits: SandboxLimits) -> None:
 
 
 def _give(directory: Path, owner: int) -> None:
-    """Make ``directory`` its owner's (runs of an isolated workflow write there as that user)."""
-    if directory.stat().st_uid != owner:
-        os.chown(directory, owner, owner)
+    """Make ``directory`` its owner's (runs of an isolated workflow write there as that user).
+
+    Never through a symbolic link: a task may replace its ``tmp`` with a link to any file, and the
+    runtime (root) following it would hand that file to the task.
+    """
+    info = os.lstat(directory)
+    if stat.S_ISDIR(info.st_mode) and info.st_uid != owner:
+        os.lchown(directory, owner, owner)
 
 
 def _ensure_tmp(workspace: Path) -> None:
