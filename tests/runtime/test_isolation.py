@@ -321,3 +321,19 @@ def test_a_task_cannot_have_the_runtime_hand_it_a_file_through_a_link(
     _sh(isolated, f"rm -rf tmp && ln -s {precious} tmp")
     _sh(isolated, "true")  # the next run prepares tmp again
     assert precious.stat().st_uid == owner_before
+
+
+def test_a_link_in_place_of_the_code_directory_never_makes_the_runtime_write_elsewhere(
+    isolated: EnvironmentManager, tmp_path: Path
+) -> None:
+    from librarian.runtime.executors.code import CodeExecutor
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _sh(isolated, f"rm -rf .librarian && ln -s {elsewhere} .librarian")
+    task = TaskSpec(
+        task_id="code", workflow_id="wf-1", executor_type="code_executor", payload={"code": "print('ran')"}
+    )
+    result = CodeExecutor(isolated).execute(task, isolated.workspace_for("wf-1"))
+    assert result.ok and result.output["stdout"] == "ran\n", result.feedback
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link

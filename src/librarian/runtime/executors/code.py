@@ -12,9 +12,12 @@ carries its traceback and exception type.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import re
+import secrets
 import sys
-import tempfile
 from pathlib import Path
 
 from librarian.errors import LibrarianError
@@ -29,7 +32,6 @@ from librarian.runtime.executors.base import (
     string_list,
 )
 from librarian.runtime.executors.command import outcome_result
-from librarian.runtime.isolation import hand_over
 from librarian.runtime.sandbox import EnvironmentManager
 
 _TRACEBACK_START = "Traceback (most recent call last):"
@@ -108,13 +110,46 @@ def python_exception(stderr: str) -> tuple[str, str, str] | None:
 
 
 def _write_script(workspace: Workspace, task: TaskSpec, code: str) -> Path:
-    """Write ``code`` to a fresh file under ``<workspace>/.librarian/code``."""
-    directory = workspace.root / ".librarian" / "code"
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Write ``code`` to a fresh file under ``<workspace>/.librarian/code``.
+
+    The workspace is the task's to change: a task may have replaced ``.librarian`` with a link to a
+    directory outside it. Every step opens the next directory without following links (through
+    directory descriptors, so nothing can be swapped in between), and a link found in the way is
+    removed, so the runtime never writes elsewhere on a task's behalf.
+    """
     prefix = re.sub(r"[^A-Za-z0-9_-]", "_", task.task_id)[:40] + "-"
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", suffix=".py", prefix=prefix, dir=directory, delete=False
-    ) as handle:
-        handle.write(code)
-    hand_over(workspace, Path(handle.name))
-    return Path(handle.name)
+    name = f"{prefix}{secrets.token_hex(8)}.py"
+    directory = os.open(workspace.root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in (".librarian", "code"):
+            parent, directory = directory, _own_directory(directory, part)
+            os.close(parent)
+            _give(directory, workspace.owner)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        file = os.open(name, flags, 0o600, dir_fd=directory)
+        _give(file, workspace.owner)
+        with os.fdopen(file, "w", encoding="utf-8") as handle:
+            handle.write(code)
+    finally:
+        os.close(directory)
+    return workspace.root / ".librarian" / "code" / name
+
+
+def _give(descriptor: int, owner: int | None) -> None:
+    """Hand an open file or directory to the workflow's user (isolated runs), by descriptor."""
+    if owner is not None and os.fstat(descriptor).st_uid != owner:
+        os.fchown(descriptor, owner, owner)
+
+
+def _own_directory(parent: int, name: str) -> int:
+    """A descriptor of the real directory ``name`` in ``parent``; a link or file there is replaced."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o700, dir_fd=parent)
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+    os.unlink(name, dir_fd=parent)  # a link (or a file) the task put there
+    os.mkdir(name, 0o700, dir_fd=parent)
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
