@@ -39,9 +39,8 @@ from functools import cache
 from pathlib import Path
 
 from librarian.errors import BackendUnavailableError
-from librarian.runtime.contracts import Workspace
 
-__all__ = ["NamespaceSandbox", "hand_over", "probe_isolation"]
+__all__ = ["NamespaceSandbox", "give_to_owner", "probe_isolation"]
 
 # Searched for bwrap, setpriv and prlimit: never the task's PATH, which a workflow chooses.
 _SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
@@ -332,20 +331,11 @@ def probe_isolation() -> str | None:
     return None
 
 
-def hand_over(workspace: Workspace, path: Path) -> None:
-    """Give ``path``, and the directories between it and the workspace, to the workspace's user.
+def give_to_owner(descriptor: int, owner: int | None) -> None:
+    """Hand an open file or directory the runtime made for a task to the workflow's user.
 
-    Files the runtime writes for a task (a ``file_writer`` file, the script of a code task) are the
-    task's to change, as if it had written them. Nothing happens when runs keep the runtime's user.
+    By descriptor, never by path: the workspace is the task's to change, and a path could lead
+    through a link it put there. Nothing happens when runs keep the runtime's user (``owner`` None).
     """
-    if workspace.owner is None:
-        return
-    root = workspace.root
-    current = path
-    while current.is_relative_to(root) and current != root:
-        try:
-            if current.lstat().st_uid != workspace.owner:
-                os.lchown(current, workspace.owner, workspace.owner)
-        except FileNotFoundError:
-            pass
-        current = current.parent
+    if owner is not None and os.fstat(descriptor).st_uid != owner:
+        os.fchown(descriptor, owner, owner)

@@ -32,6 +32,7 @@ from librarian.runtime.executors.base import (
     string_list,
 )
 from librarian.runtime.executors.command import outcome_result
+from librarian.runtime.isolation import give_to_owner
 from librarian.runtime.sandbox import EnvironmentManager
 
 _TRACEBACK_START = "Traceback (most recent call last):"
@@ -124,21 +125,15 @@ def _write_script(workspace: Workspace, task: TaskSpec, code: str) -> Path:
         for part in (".librarian", "code"):
             parent, directory = directory, _own_directory(directory, part)
             os.close(parent)
-            _give(directory, workspace.owner)
+            give_to_owner(directory, workspace.owner)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         file = os.open(name, flags, 0o600, dir_fd=directory)
-        _give(file, workspace.owner)
+        give_to_owner(file, workspace.owner)
         with os.fdopen(file, "w", encoding="utf-8") as handle:
             handle.write(code)
     finally:
         os.close(directory)
     return workspace.root / ".librarian" / "code" / name
-
-
-def _give(descriptor: int, owner: int | None) -> None:
-    """Hand an open file or directory to the workflow's user (isolated runs), by descriptor."""
-    if owner is not None and os.fstat(descriptor).st_uid != owner:
-        os.fchown(descriptor, owner, owner)
 
 
 def _own_directory(parent: int, name: str) -> int:

@@ -13,15 +13,18 @@ cannot see this workspace.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path, PurePosixPath
 
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.runtime.contracts import ExecutionResult, TaskSpec, Workspace
 from librarian.runtime.executors.base import PayloadError, failure, field, from_error, success, where
-from librarian.runtime.isolation import hand_over
+from librarian.runtime.isolation import give_to_owner
 
 # Text of the read-back file carried in the result for the evaluator's checks (as much as a command's
 # kept stdout); a bigger file is still checked whole through its SHA-256.
@@ -100,23 +103,48 @@ def resolve_inside(workspace: Workspace, path: str) -> Path:
 
 
 def _write_atomically(workspace: Workspace, path: str, target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Another process may have swapped a directory for a link between the check and the mkdir.
-    if resolve_inside(workspace, path) != target:
-        raise PathRefusedError(f"path {path!r} changed while it was being written")
-    if target.is_dir():
-        raise IsADirectoryError(21, "it is a directory", str(target))
-    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    """Write ``data`` to ``target`` (resolved inside the workspace) through a temporary file.
+
+    The workspace is the task's to change while this runs (another task of the workflow may run at
+    once), so the walk to ``target`` goes through directory descriptors that never follow a link:
+    a directory swapped for a link after the check is refused, never written through.
+    """
+    root = workspace.root.resolve()
+    *parents, name = target.relative_to(root).parts
+    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-        hand_over(workspace, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        for part in parents:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, dir_fd=directory)
+            parent = directory
+            try:
+                directory = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise PathRefusedError(f"path {path!r} changed while it was being written") from exc
+                raise
+            finally:
+                os.close(parent)
+            give_to_owner(directory, workspace.owner)
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISDIR(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
+                raise IsADirectoryError(21, "it is a directory", str(target))
+        temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        descriptor = os.open(temporary, flags, 0o600, dir_fd=directory)
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+                give_to_owner(handle.fileno(), workspace.owner)
+            os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary, dir_fd=directory)
+            raise
+    finally:
+        os.close(directory)
 
 
 def _encode(task: TaskSpec, content: str, encoding: str) -> bytes:
