@@ -249,12 +249,22 @@ def _under_system(path: Path) -> bool:
     return any(path.is_relative_to(directory) for directory in (*_SYSTEM_DIRECTORIES, *_SYSTEM_LINKS))
 
 
+# What each existing PATH entry needs bound, computed once: every run of a task reads its whole PATH,
+# and the answer (a realpath and a pyvenv.cfg read per entry) does not change between runs.
+_PREFIXES: dict[Path, list[Path]] = {}
+_PREFIXES_MAX = 1024
+
+
 def _prefixes(entry: Path) -> list[Path]:
     """What a ``PATH`` entry needs bound: its prefix and, for a virtualenv, its base interpreter's.
 
     ``venv/bin`` needs ``venv`` (its ``lib``), and a virtualenv's ``python`` is a link to the
-    interpreter it was made from, named by ``home`` in ``pyvenv.cfg``.
+    interpreter it was made from, named by ``home`` in ``pyvenv.cfg``. Entries that do not exist are
+    not remembered: a task may create the virtualenv later.
     """
+    known = _PREFIXES.get(entry)
+    if known is not None:
+        return known
     if not entry.is_dir():
         return []
     found: list[Path] = []
@@ -264,6 +274,9 @@ def _prefixes(entry: Path) -> list[Path]:
         base = _virtualenv_base(prefix)
         if base is not None:
             found.append(base)
+    if len(_PREFIXES) >= _PREFIXES_MAX:
+        _PREFIXES.clear()
+    _PREFIXES[entry] = found
     return found
 
 
