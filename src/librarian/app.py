@@ -36,6 +36,8 @@ from librarian.ingest.sources.base import SourceListing
 from librarian.ingest.sources.crawler import crawl_listing, known_page_validators, normalize_start_url
 from librarian.ingest.sources.git import looks_like_git_url
 from librarian.ingest.sources.git_access import GitAccess
+from librarian.knowledge.access import Principal, SourceOwner, local_principal
+from librarian.knowledge.identity import IdentityService
 from librarian.llm import LLMClient, create_llm
 from librarian.research.error_evidence import AcceptorCache
 from librarian.storage import repository
@@ -109,6 +111,9 @@ class Librarian:
         self._wiring = threading.Lock()
         self._warm_up_started = False
         self._warm_up_done = threading.Event()
+        # Who a call acts for when it names nobody: the implicit user of the local organisation.
+        self.default_principal: Principal = local_principal()
+        self.identity = IdentityService(self.sessions)
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -238,6 +243,7 @@ class Librarian:
         tags: tuple[str, ...] = (),
         progress: ProgressCallback | None = None,
         git_access: GitAccess | None = None,
+        owner: SourceOwner | None = None,
     ) -> IngestReport:
         """Ingest a local file or folder, or a git repository (URL or local path with ``ref``).
 
@@ -263,7 +269,7 @@ class Librarian:
             {"git_access": git_access.to_options()} if kind == "git" and git_access is not None else None
         )
         spec = _source_spec(
-            normalized, kind, ref, sdk_name, sdk_version, document_type, category, tags, options
+            normalized, kind, ref, sdk_name, sdk_version, document_type, category, tags, options, owner
         )
         return IngestPipeline(self.settings, self.sessions, self.cache, self.vectors).run(spec, progress)
 
@@ -280,6 +286,7 @@ class Librarian:
         tags: tuple[str, ...] = (),
         options: dict[str, Any] | None = None,
         progress: ProgressCallback | None = None,
+        owner: SourceOwner | None = None,
     ) -> IngestReport:
         """Ingest what a connector lists (CLI help, an installed package, an OpenAPI document).
 
@@ -287,7 +294,9 @@ class Librarian:
         called once to produce the listing, so a failure to list is recorded on the source.
         ``options`` is what the connector needs to run again; ``librarian refresh`` reads it.
         """
-        spec = _source_spec(uri, kind, None, sdk_name, sdk_version, document_type, category, tags, options)
+        spec = _source_spec(
+            uri, kind, None, sdk_name, sdk_version, document_type, category, tags, options, owner
+        )
         pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
         return pipeline.run(spec, progress, lister=lister)
 
@@ -409,6 +418,7 @@ class Librarian:
         category: str | None = None,
         tags: tuple[str, ...] = (),
         progress: ProgressCallback | None = None,
+        owner: SourceOwner | None = None,
     ) -> IngestReport:
         """Crawl a documentation website from ``url`` and ingest one document per page.
 
@@ -432,7 +442,7 @@ class Librarian:
             "scope": scope,
         }
         spec = _source_spec(
-            start, "website", None, sdk_name, sdk_version, document_type, category, tags, options
+            start, "website", None, sdk_name, sdk_version, document_type, category, tags, options, owner
         )
         with self.sessions() as session:
             known = known_page_validators(session, spec.key)
@@ -462,6 +472,7 @@ class Librarian:
             tags=tags,
             options=options,
             progress=progress,
+            owner=owner,
         )
 
     # -- search -------------------------------------------------------------------------------
@@ -478,8 +489,13 @@ class Librarian:
         fetched_after: datetime | None = None,
         fetched_before: datetime | None = None,
         top_k: int = 10,
+        principal: Principal | None = None,
+        document_types: tuple[str, ...] = (),
     ) -> list[SearchResult]:
         """Hybrid (vector + keyword) search over the chunks passing the filters, best first.
+
+        Only chunks ``principal`` may read are searched (the filter is part of both retrievers'
+        queries); by default the caller is the local organisation's implicit user.
 
         Raises:
             InvalidInputError: an empty query or a ``top_k`` outside 1..1000.
@@ -498,6 +514,8 @@ class Librarian:
             tags=tuple(tags),
             fetched_after=as_utc(fetched_after),
             fetched_before=as_utc(fetched_before),
+            document_types=tuple(document_types),
+            access=(principal or self.default_principal).grants,
         )
         hits = self.retriever.retrieve(self.vectors.active(), query, top_k, where)
         with self.sessions() as session:
@@ -604,6 +622,7 @@ def _source_spec(
     category: str | None,
     tags: tuple[str, ...],
     options: dict[str, Any] | None = None,
+    owner: SourceOwner | None = None,
 ) -> repository.SourceSpec:
     """The identity and labels of a source; SDK docs default to ``sdk_reference``, others ``document``."""
     if sdk_version is not None and sdk_name is None:
@@ -618,6 +637,10 @@ def _source_spec(
         category=category,
         tags=tuple(tags),
         options=dict(options or {}),
+        organization_id=(owner or SourceOwner()).organization_id,
+        created_by=(owner or SourceOwner()).created_by,
+        visibility=None if owner is None or owner.visibility is None else owner.visibility.value,
+        allowed_teams=(owner or SourceOwner()).allowed_teams,
     )
 
 

@@ -73,3 +73,17 @@ class TaskFailedError(LibrarianError):
 
     status_code = 500
     category = "task_failed"
+
+
+class UnauthorizedError(LibrarianError):
+    """No credentials, or credentials that are unknown, revoked or expired."""
+
+    status_code = 401
+    category = "unauthorized"
+
+
+class ForbiddenError(LibrarianError):
+    """The caller is known but may not do this (a missing scope, someone else's document)."""
+
+    status_code = 403
+    category = "forbidden"

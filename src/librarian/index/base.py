@@ -38,7 +38,12 @@ def validate_collection_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class SearchFilter:
-    """Restricts a search. ``None`` fields do not filter; every listed tag must be present."""
+    """Restricts a search. ``None`` fields do not filter; every listed tag must be present.
+
+    ``document_types`` keeps chunks of any of the listed types. ``access`` holds the caller's grants
+    (knowledge/access.py): a chunk passes when it carries at least one of them; ``None`` means the
+    caller may see everything. Every backend applies ``access`` inside its query.
+    """
 
     sdk_name: str | None = None
     sdk_version: str | None = None
@@ -47,6 +52,8 @@ class SearchFilter:
     tags: tuple[str, ...] = ()
     fetched_after: datetime | None = None
     fetched_before: datetime | None = None
+    document_types: tuple[str, ...] = ()
+    access: tuple[str, ...] | None = None
 
     def is_empty(self) -> bool:
         """True when the filter lets every chunk through."""
@@ -63,6 +70,7 @@ class VectorMetadata:
     category: str | None = None
     tags: tuple[str, ...] = ()
     fetched_at: datetime | None = None
+    access_grants: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ Metadata layout in Chroma (which has no list values one can filter on, and rejec
 
 * ``sdk_name``, ``sdk_version``, ``document_type``, ``category``: strings, omitted when unknown;
 * one boolean key per tag, ``tag:<name>`` = ``True``;
+* one boolean key per access grant, ``grant:<grant>`` = ``True`` (knowledge/access.py);
 * ``fetched_at``: integer seconds since the Unix epoch (naive datetimes are taken as UTC), so the
   ``fetched_after`` / ``fetched_before`` bounds are exact to the second only.
 """
@@ -41,6 +42,7 @@ from librarian.errors import (
 from librarian.index.base import SearchFilter, Vector, VectorMetadata, VectorRecord, validate_collection_name
 
 TAG_PREFIX: Final = "tag:"
+GRANT_PREFIX: Final = "grant:"
 FETCHED_AT_KEY: Final = "fetched_at"
 DIMENSION_KEY: Final = "dimension"
 _EQUALITY_FIELDS: Final = ("sdk_name", "sdk_version", "document_type", "category")
@@ -53,9 +55,11 @@ _OVERFETCH_FACTOR: Final = 10
 _OVERFETCH_MIN: Final = 100
 _OVERFETCH_MAX: Final = 400
 
-Op = Literal["$eq", "$gte", "$lte"]
+Op = Literal["$eq", "$gte", "$lte", "$any"]
 Scalar = str | int | bool
-Clause = tuple[str, Op, Scalar]
+# ``(key, "$any", ((key, value), ...))`` holds when any of the alternatives' key equals its value.
+Alternatives = tuple[tuple[str, Scalar], ...]
+Clause = tuple[str, Op, Scalar | Alternatives]
 
 
 def epoch_seconds(moment: datetime) -> int:
@@ -74,6 +78,8 @@ def encode_metadata(metadata: VectorMetadata) -> dict[str, Scalar]:
             encoded[field] = value
     for tag in metadata.tags:
         encoded[TAG_PREFIX + tag] = True
+    for grant in metadata.access_grants:
+        encoded[GRANT_PREFIX + grant] = True
     if metadata.fetched_at is not None:
         encoded[FETCHED_AT_KEY] = epoch_seconds(metadata.fetched_at)
     return encoded
@@ -93,12 +99,27 @@ def filter_clauses(where: SearchFilter | None) -> list[Clause]:
         clauses.append((FETCHED_AT_KEY, "$gte", epoch_seconds(where.fetched_after)))
     if where.fetched_before is not None:
         clauses.append((FETCHED_AT_KEY, "$lte", epoch_seconds(where.fetched_before)))
+    if where.document_types:
+        types = tuple(("document_type", value) for value in dict.fromkeys(where.document_types))
+        clauses.append(("document_type", "$any", types))
+    if where.access is not None:
+        # No grants at all must match nothing: a key no record carries keeps the clause false.
+        grants = tuple((GRANT_PREFIX + grant, True) for grant in dict.fromkeys(where.access))
+        clauses.append(("access", "$any", grants or ((GRANT_PREFIX, True),)))
     return clauses
+
+
+def _operand(key: str, op: Op, value: Scalar | Alternatives) -> dict[str, Any]:
+    if op != "$any":
+        return {key: {op: value}}
+    assert isinstance(value, tuple)
+    alternatives = [{alt_key: {"$eq": alt_value}} for alt_key, alt_value in value]
+    return alternatives[0] if len(alternatives) == 1 else {"$or": alternatives}
 
 
 def to_chroma_where(clauses: Sequence[Clause]) -> dict[str, Any] | None:
     """The Chroma ``where`` document for ``clauses`` (``$and`` needs at least two operands)."""
-    operands = [{key: {op: value}} for key, op, value in clauses]
+    operands = [_operand(key, op, value) for key, op, value in clauses]
     if not operands:
         return None
     if len(operands) == 1:
@@ -109,6 +130,13 @@ def to_chroma_where(clauses: Sequence[Clause]) -> dict[str, Any] | None:
 def passes(metadata: Mapping[str, Any] | None, clauses: Sequence[Clause]) -> bool:
     """True when ``metadata`` satisfies every clause, exactly as Chroma would judge it."""
     for key, op, expected in clauses:
+        if op == "$any":
+            assert isinstance(expected, tuple)
+            if not any(passes(metadata, [(alt_key, "$eq", alt)]) for alt_key, alt in expected):
+                return False
+            continue
+        if isinstance(expected, tuple):
+            return False
         actual = None if metadata is None else metadata.get(key)
         if actual is None:
             return False

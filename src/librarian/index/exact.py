@@ -27,11 +27,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
 from librarian.index.base import SearchFilter, Vector
+from librarian.index.grants_sql import grants_condition
 from librarian.storage.models import Chunk, EmbeddingCacheEntry
 
 
-def _conditions(where: SearchFilter) -> list[ColumnElement[bool]]:
+def _conditions(where: SearchFilter, dialect: str) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = []
+    if where.document_types:
+        conditions.append(Chunk.document_type.in_(sorted(set(where.document_types))))
+    if where.access is not None:
+        conditions.append(grants_condition(dialect, Chunk.access_grants, where.access))
     for field in ("sdk_name", "sdk_version", "document_type", "category"):
         value = getattr(where, field)
         if value is not None:
@@ -69,10 +74,12 @@ class ExactScopeSearch:
 
         A filter on nothing but tags or dates cannot use an index, so it is left to the vector index.
         """
-        if where is None or not (where.sdk_name or where.document_type or where.category):
+        if where is None or not (
+            where.sdk_name or where.document_type or where.category or where.document_types
+        ):
             return None
-        conditions = _conditions(where)
         with self._sessions() as session:
+            conditions = _conditions(where, session.get_bind().dialect.name)
             count, id_sum, id_max = session.execute(
                 select(
                     func.count(), func.coalesce(func.sum(Chunk.id), 0), func.coalesce(func.max(Chunk.id), 0)
@@ -96,6 +103,8 @@ class ExactScopeSearch:
                     where.category,
                     where.fetched_after,
                     where.fetched_before,
+                    where.document_types,
+                    where.access,
                 )
                 scope = self._cached(key, fingerprint) or self._remember(
                     key, self._load(session, conditions, model_version, fingerprint, tags=set())

@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from librarian.errors import BackendUnavailableError
 from librarian.index.base import SearchFilter
 from librarian.index.query_terms import query_terms
-from librarian.index.scope import filter_tokens
+from librarian.index.scope import any_of_groups, filter_tokens
 
 # BM25 column weights: a hit in the entity name / section path counts more than one in the body.
 TITLE_WEIGHT = 2.0
@@ -55,9 +55,10 @@ class Fts5LexicalIndex:
             return []
         any_term = " OR ".join(f'"{term}"' for term in terms)
         match = f"{{search_title content}} : ({any_term})"
-        scope = filter_tokens(where)
+        scope = [f"search_scope : {token}" for token in filter_tokens(where)]
+        scope += [f"search_scope : ({' OR '.join(group)})" for group in any_of_groups(where)]
         if scope:
-            match = " AND ".join([*(f"search_scope : {token}" for token in scope), f"({match})"])
+            match = " AND ".join([*scope, f"({match})"])
         params: dict[str, object] = {"match": match, "k": k}
         sql = (
             f"SELECT chunks_fts.rowid, bm25(chunks_fts, {TITLE_WEIGHT}, {CONTENT_WEIGHT}, 0.0) AS rank "
@@ -98,6 +99,13 @@ class PostgresLexicalIndex:
         if where.tags:
             clauses += " AND tags @> CAST(:tags AS jsonb)"
             params["tags"] = _json_list(where.tags)
+        if where.document_types:
+            clauses += " AND document_type = ANY(:document_types)"
+            params["document_types"] = sorted(set(where.document_types))
+        if where.access is not None:
+            # jsonb ?| (any of the caller's grants) is served by the GIN index on access_grants.
+            clauses += " AND access_grants ?| CAST(:grants AS text[])"
+            params["grants"] = sorted(set(where.access))
         clauses += _date_clauses(where, params, "last_fetched_at")
         sql = (
             "SELECT id, ts_rank(search_vector, q) AS rank "

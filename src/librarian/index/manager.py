@@ -44,6 +44,7 @@ def chunk_metadata(chunk: Chunk) -> VectorMetadata:
         category=chunk.category,
         tags=tuple(chunk.tags or ()),
         fetched_at=chunk.last_fetched_at,
+        access_grants=tuple(chunk.access_grants or ()),
     )
 
 

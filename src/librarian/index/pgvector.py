@@ -103,6 +103,7 @@ def _define_table(name: str, dimension: int | None) -> Table:
         Column("category", Text),
         Column("tags", ARRAY(Text), nullable=False, server_default="{}"),
         Column("fetched_at", DateTime(timezone=True)),
+        Column("access_grants", ARRAY(Text), nullable=False, server_default="{}"),
         Index(
             f"{table}_hnsw",
             "embedding",
@@ -114,6 +115,7 @@ def _define_table(name: str, dimension: int | None) -> Table:
         Index(f"{table}_category", "category"),
         Index(f"{table}_tags", "tags", postgresql_using="gin"),
         Index(f"{table}_fetched", "fetched_at"),
+        Index(f"{table}_grants", "access_grants", postgresql_using="gin"),
     )
 
 
@@ -218,6 +220,7 @@ class PgVectorIndex:
             "category": metadata.category,
             "tags": list(dict.fromkeys(metadata.tags)),
             "fetched_at": None if metadata.fetched_at is None else _utc(metadata.fetched_at),
+            "access_grants": list(dict.fromkeys(metadata.access_grants)),
         }
 
     def delete(self, ids: Sequence[int]) -> None:
@@ -293,6 +296,10 @@ class PgVectorIndex:
             conditions.append(columns.fetched_at >= _utc(where.fetched_after))
         if where.fetched_before is not None:
             conditions.append(columns.fetched_at <= _utc(where.fetched_before))
+        if where.document_types:
+            conditions.append(columns.document_type.in_(sorted(set(where.document_types))))
+        if where.access is not None:
+            conditions.append(columns.access_grants.overlap(sorted(set(where.access))))
         return conditions
 
     def count(self) -> int:
@@ -378,6 +385,20 @@ class PgVectorStore:
             connection.execute(text("SELECT pg_advisory_xact_lock(hashtext('librarian.vector_ddl'))"))
             iterative_scan = self._prepare(connection)
             table.create(connection, checkfirst=True)
+            # Collections made before access control lack the grants column; their records are
+            # re-upserted with grants by the migration that queued every chunk again.
+            connection.execute(
+                text(
+                    f'ALTER TABLE "{table.name}" ADD COLUMN IF NOT EXISTS access_grants text[] '
+                    "NOT NULL DEFAULT '{}'"
+                )
+            )
+            connection.execute(
+                text(
+                    f'CREATE INDEX IF NOT EXISTS "{table.name}_grants" ON "{table.name}" '
+                    "USING gin (access_grants)"
+                )
+            )
             stored = self._stored_dimension(connection, table.name)
         if stored is not None and stored != dimension:
             raise ConflictError(

@@ -3,8 +3,9 @@
 FTS5 cannot use a B-tree index for a WHERE clause on the joined table, so filtering after a broad
 MATCH would rank every matching chunk of every SDK. Instead each chunk carries one token per filter
 value (``s…`` for the SDK, ``v…`` for SDK and version, ``d…`` document type, ``c…`` category, ``g…``
-tag) in the ``search_scope`` column, and the filter becomes part of the MATCH expression, so FTS5
-intersects posting lists and ranks only the chunks in scope.
+tag, ``a…`` access grant) in the ``search_scope`` column, and the filter becomes part of the MATCH
+expression, so FTS5 intersects posting lists and ranks only the chunks in scope. Filters that accept
+any of several values (document types, the caller's access grants) become OR groups.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ def scope_tokens(
     document_type: str | None,
     category: str | None,
     tags: Iterable[str],
+    grants: Iterable[str] = (),
 ) -> str:
-    """The ``search_scope`` text of a chunk with these filter values."""
+    """The ``search_scope`` text of a chunk with these filter values and access grants."""
     tokens = []
     if sdk_name is not None:
         tokens.append(_token("s", sdk_name))
@@ -38,7 +40,24 @@ def scope_tokens(
     if category is not None:
         tokens.append(_token("c", category))
     tokens.extend(_token("g", tag) for tag in sorted(set(tags)))
+    tokens.extend(grant_token(grant) for grant in sorted(set(grants)))
     return " ".join(tokens)
+
+
+def grant_token(grant: str) -> str:
+    """The scope token of one access grant (``public``, ``org:3``, ``team:7``, ``user:12``)."""
+    return _token("a", grant)
+
+
+def any_of_groups(where: SearchFilter) -> list[list[str]]:
+    """Groups of scope tokens of which a chunk must carry at least one token per group."""
+    groups = []
+    if where.document_types:
+        groups.append([_token("d", value) for value in sorted(set(where.document_types))])
+    if where.access is not None:
+        # An empty grant list must match nothing: a token no chunk carries keeps the group false.
+        groups.append([grant_token(grant) for grant in sorted(set(where.access))] or [_token("a", "\x00")])
+    return groups
 
 
 def filter_tokens(where: SearchFilter) -> list[str]:

@@ -75,6 +75,11 @@ class Source(Base):
     # What the connector needs to run again (scopes, limits), so `librarian refresh` can repeat it.
     options: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     refresh_interval_seconds: Mapped[int | None] = mapped_column(Integer)
+    # Access control (knowledge/access.py): the owning organisation, who created it, who may read it.
+    organization_id: Mapped[int] = mapped_column(Integer, default=1, index=True)
+    created_by: Mapped[int | None] = mapped_column(Integer)
+    visibility: Mapped[str] = mapped_column(String(16), default="organization")
+    allowed_teams: Mapped[list[int]] = mapped_column(JSONType, default=list)
 
     documents: Mapped[list[Document]] = relationship(back_populates="source")
 
@@ -98,6 +103,26 @@ class Document(Base):
     last_modified: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Access control (knowledge/access.py): the owning organisation, who created it, who may read it.
+    organization_id: Mapped[int] = mapped_column(Integer, default=1, index=True)
+    created_by: Mapped[int | None] = mapped_column(Integer)
+    visibility: Mapped[str] = mapped_column(String(16), default="organization")
+    allowed_teams: Mapped[list[int]] = mapped_column(JSONType, default=list)
+    # Knowledge-document fields (the design's knowledge_documents); labels default to the source's.
+    description: Mapped[str | None] = mapped_column(Text)
+    document_type: Mapped[str | None] = mapped_column(String(64))
+    category: Mapped[str | None] = mapped_column(String(255))
+    tags: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    source_type: Mapped[str] = mapped_column(String(32), default="import")
+    content_structured: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    updated_by: Mapped[int | None] = mapped_column(Integer)
+    view_count: Mapped[int] = mapped_column(Integer, default=0)
+    usefulness_score: Mapped[float] = mapped_column(Float, default=2.5)
+    feedback_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Who may read it, derived from the fields above (knowledge/access.py); chunks carry a copy.
+    access_grants: Mapped[list[str]] = mapped_column(JSONType, default=list)
 
     source: Mapped[Source] = relationship(back_populates="documents")
     versions: Mapped[list[DocumentVersion]] = relationship(
@@ -118,6 +143,10 @@ class DocumentVersion(Base):
     text: Mapped[str] = mapped_column(Text)
     fetched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     chunk_count: Mapped[int] = mapped_column(Integer, default=0)
+    # Who made this version and what the document's fields were then (title, labels, visibility...),
+    # so any version can be read and restored whole.
+    created_by: Mapped[int | None] = mapped_column(Integer)
+    fields: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
 
     document: Mapped[Document] = relationship(back_populates="versions")
 
@@ -155,6 +184,8 @@ class Chunk(Base):
     # Derived text the lexical index reads (FTS5 triggers on SQLite, a generated tsvector on PostgreSQL).
     search_title: Mapped[str] = mapped_column(Text, default="")
     search_scope: Mapped[str] = mapped_column(Text, default="")
+    # Who may read the chunk (its document's grants, knowledge/access.py): every engine filters on it.
+    access_grants: Mapped[list[str]] = mapped_column(JSONType, default=list)
 
 
 class EmbeddingCacheEntry(Base):

@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from librarian.index.scope import scope_tokens
+from librarian.knowledge.access import LOCAL_ORGANIZATION_ID, Visibility, object_grants
 from librarian.storage.models import Chunk, Document, DocumentVersion, Source, VectorOutboxEntry, utcnow
 
 
@@ -34,12 +35,84 @@ class SourceSpec:
     tags: tuple[str, ...] = ()
     # How to run the connector again (not part of the identity): scopes, limits, interpreter...
     options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # Who owns the source and who may read its documents (knowledge/access.py).
+    organization_id: int = LOCAL_ORGANIZATION_ID
+    created_by: int | None = None
+    visibility: str | None = None
+    allowed_teams: tuple[int, ...] = ()
 
     @property
     def key(self) -> str:
-        """Stable identity: the same folder ingested as two SDK versions is two sources."""
-        identity = json.dumps([self.uri, self.kind, self.ref, self.sdk_name, self.sdk_version])
-        return hashlib.sha256(identity.encode("utf-8")).hexdigest()
+        """Stable identity: the same folder ingested as two SDK versions is two sources.
+
+        Two organisations ingesting the same URL own two sources (the local organisation's keys are
+        those of stores made before organisations existed).
+        """
+        parts: list[object] = [self.uri, self.kind, self.ref, self.sdk_name, self.sdk_version]
+        if self.organization_id != LOCAL_ORGANIZATION_ID:
+            parts.append(self.organization_id)
+        return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
+
+    @property
+    def resolved_visibility(self) -> str:
+        """The visibility asked for, else public for SDK documentation and organisation-wide otherwise."""
+        if self.visibility is not None:
+            return self.visibility
+        return Visibility.PUBLIC.value if self.sdk_name else Visibility.ORGANIZATION.value
+
+
+# How an ingested document's origin is named in the knowledge model (the design's source_type).
+_SOURCE_TYPES = {"git": "git", "crawl": "website", "openapi": "openapi", "cli": "cli", "package": "package"}
+
+
+@dataclass(frozen=True)
+class DocumentLabels:
+    """What a document is labelled with and who may read it; chunks copy it."""
+
+    organization_id: int
+    created_by: int | None
+    visibility: str
+    allowed_teams: tuple[int, ...] = ()
+    document_type: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @classmethod
+    def of_source(cls, source: Source) -> DocumentLabels:
+        """The labels an ingested document of ``source`` gets."""
+        return cls(
+            organization_id=source.organization_id,
+            created_by=source.created_by,
+            visibility=source.visibility,
+            allowed_teams=tuple(source.allowed_teams or ()),
+            document_type=source.document_type,
+            category=source.category,
+            tags=tuple(source.tags or ()),
+        )
+
+    @property
+    def grants(self) -> list[str]:
+        """Who may read a document with these labels."""
+        return object_grants(self.organization_id, self.visibility, self.allowed_teams, self.created_by)
+
+    def apply(self, document: Document) -> None:
+        """Write these labels, and the grants they imply, onto ``document``."""
+        document.document_type = self.document_type
+        document.category = self.category
+        document.tags = sorted(set(self.tags))
+        document.visibility = self.visibility
+        document.allowed_teams = sorted(set(self.allowed_teams))
+        document.access_grants = self.grants
+
+    def fields(self) -> dict[str, Any]:
+        """The labels as a version records them."""
+        return {
+            "document_type": self.document_type,
+            "category": self.category,
+            "tags": sorted(set(self.tags)),
+            "visibility": self.visibility,
+            "allowed_teams": sorted(set(self.allowed_teams)),
+        }
 
 
 @dataclass(frozen=True)
@@ -62,7 +135,7 @@ def get_or_create_source(session: Session, spec: SourceSpec) -> Source:
     queued for the vector index), so unchanged files never keep stale labels.
     """
     source = session.scalar(select(Source).where(Source.source_key == spec.key))
-    old_labels = (source.document_type, source.category, list(source.tags or [])) if source else None
+    old_labels = _labels(source) if source else None
     if source is None:
         source = Source(
             source_key=spec.key,
@@ -75,21 +148,60 @@ def get_or_create_source(session: Session, spec: SourceSpec) -> Source:
             last_errors=[],
             last_stats={},
             options={},
+            organization_id=spec.organization_id,
+            created_by=spec.created_by,
+            visibility=spec.resolved_visibility,
+            allowed_teams=sorted(set(spec.allowed_teams)),
         )
         session.add(source)
+    elif spec.visibility is not None:  # a refresh without a visibility keeps the stored one
+        source.visibility = spec.visibility
+        source.allowed_teams = sorted(set(spec.allowed_teams))
     if spec.options:
         source.options = dict(spec.options)
     source.document_type = spec.document_type
     source.category = spec.category
     source.tags = sorted(set(spec.tags))
     session.flush()
-    if old_labels is not None and old_labels != (source.document_type, source.category, source.tags):
+    if old_labels is not None and old_labels != _labels(source):
         _relabel_chunks(session, source)
     return source
 
 
+def _labels(source: Source) -> tuple[object, ...]:
+    return (
+        source.document_type,
+        source.category,
+        list(source.tags or []),
+        source.visibility,
+        list(source.allowed_teams or []),
+    )
+
+
+def source_grants(source: Source) -> list[str]:
+    """Who may read the documents of ``source``."""
+    return object_grants(
+        source.organization_id, source.visibility, source.allowed_teams or (), source.created_by
+    )
+
+
 def _relabel_chunks(session: Session, source: Source) -> None:
-    document_ids = select(Document.id).where(Document.source_id == source.id).scalar_subquery()
+    """Copy the source's labels and access to its ingested documents and their chunks."""
+    grants = source_grants(source)
+    documents = select(Document.id).where(Document.source_id == source.id, Document.source_type != "manual")
+    document_ids = documents.scalar_subquery()
+    session.execute(
+        update(Document)
+        .where(Document.id.in_(document_ids))
+        .values(
+            document_type=source.document_type,
+            category=source.category,
+            tags=list(source.tags),
+            visibility=source.visibility,
+            allowed_teams=list(source.allowed_teams or []),
+            access_grants=grants,
+        )
+    )
     session.execute(
         update(Chunk)
         .where(Chunk.document_id.in_(document_ids))
@@ -97,8 +209,14 @@ def _relabel_chunks(session: Session, source: Source) -> None:
             document_type=source.document_type,
             category=source.category,
             tags=list(source.tags),
+            access_grants=grants,
             search_scope=scope_tokens(
-                source.sdk_name, source.sdk_version, source.document_type, source.category, source.tags
+                source.sdk_name,
+                source.sdk_version,
+                source.document_type,
+                source.category,
+                source.tags,
+                grants,
             ),
         )
     )
@@ -131,20 +249,35 @@ def store_document_version(
     chunks: Sequence[NewChunk],
     embedding_model_version: str,
     fetched_at: datetime,
+    labels: DocumentLabels | None = None,
+    created_by: int | None = None,
+    extra_fields: dict[str, Any] | None = None,
 ) -> tuple[Document, list[int], list[int]]:
     """Record a new version of a document and replace its chunks.
 
     The previous version stays in ``document_versions`` (history); its chunks are removed. Outbox
-    entries for the vector index are written in the same transaction.
+    entries for the vector index are written in the same transaction. An ingested document takes
+    its labels and access from its source; a hand-written one passes its own ``labels``.
 
     Returns:
         The document, the ids of the removed chunks and the ids of the new chunks.
     """
     document = find_document(session, source.id, path)
     if document is None:
-        document = Document(source_id=source.id, path=path, source_url=source_url, current_version_no=0)
+        document = Document(
+            source_id=source.id,
+            path=path,
+            source_url=source_url,
+            current_version_no=0,
+            organization_id=source.organization_id,
+            created_by=created_by if labels is not None else source.created_by,
+            source_type=_SOURCE_TYPES.get(source.kind, "import"),
+        )
         session.add(document)
         session.flush()
+    labels = labels or DocumentLabels.of_source(source)
+    labels.apply(document)
+    grants = list(document.access_grants)
     removed = remove_chunks(session, document.id)
     version_no = document.current_version_no + 1
     session.add(
@@ -155,6 +288,8 @@ def store_document_version(
             text=text,
             fetched_at=fetched_at,
             chunk_count=len(chunks),
+            created_by=created_by,
+            fields={**labels.fields(), "title": title, **(extra_fields or {})},
         )
     )
     document.current_version_no = version_no
@@ -163,8 +298,9 @@ def store_document_version(
     document.source_url = source_url
     document.deleted_at = None
     document.updated_at = fetched_at
+    document.updated_by = created_by
     scope = scope_tokens(
-        source.sdk_name, source.sdk_version, source.document_type, source.category, source.tags
+        source.sdk_name, source.sdk_version, labels.document_type, labels.category, labels.tags, grants
     )
     rows = [
         Chunk(
@@ -181,12 +317,13 @@ def store_document_version(
             content_hash=chunk.content_hash,
             last_fetched_at=fetched_at,
             embedding_model_version=embedding_model_version,
-            document_type=source.document_type,
-            category=source.category,
-            tags=list(source.tags),
+            document_type=labels.document_type,
+            category=labels.category,
+            tags=list(labels.tags),
             attributes=dict(chunk.attributes),
             search_title=" ".join(filter(None, [chunk.entity_name, chunk.section_path])),
             search_scope=scope,
+            access_grants=grants,
         )
         for chunk in chunks
     ]
