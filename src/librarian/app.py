@@ -38,6 +38,7 @@ from librarian.ingest.sources.git import looks_like_git_url
 from librarian.ingest.sources.git_access import GitAccess
 from librarian.knowledge.access import Principal, SourceOwner, local_principal
 from librarian.knowledge.identity import IdentityService
+from librarian.knowledge.service import KnowledgeService
 from librarian.llm import LLMClient, create_llm
 from librarian.research.error_evidence import AcceptorCache
 from librarian.storage import repository
@@ -114,6 +115,7 @@ class Librarian:
         # Who a call acts for when it names nobody: the implicit user of the local organisation.
         self.default_principal: Principal = local_principal()
         self.identity = IdentityService(self.sessions)
+        self.knowledge = KnowledgeService(self)
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -136,6 +138,9 @@ class Librarian:
                 self._vectors = VectorIndexManager(
                     self._vector_store, cache, self.sessions, self.settings.index_namespace
                 )
+                # Catch up on index changes left pending (a crash, or a migration that queued every
+                # chunk again) before the first search reads the index.
+                self._vectors.apply_outbox()
             return self._vectors
 
     def warm_up(self) -> None:
