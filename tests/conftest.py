@@ -28,9 +28,9 @@ def _fresh_cli_options() -> Iterator[None]:
     """The CLI keeps ``--home``/``--config`` in a module global; no test may see another's."""
     from librarian.cli.common import OPTIONS
 
-    OPTIONS.home = OPTIONS.config = None
+    OPTIONS.home = OPTIONS.config = OPTIONS.token = None
     yield
-    OPTIONS.home = OPTIONS.config = None
+    OPTIONS.home = OPTIONS.config = OPTIONS.token = None
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ from librarian.ingest.sources.base import SourceListing
 from librarian.ingest.sources.crawler import crawl_listing, known_page_validators, normalize_start_url
 from librarian.ingest.sources.git import looks_like_git_url
 from librarian.ingest.sources.git_access import GitAccess
-from librarian.knowledge.access import Principal, SourceOwner, local_principal
+from librarian.knowledge.access import Principal, SourceOwner, local_principal, owner_for
 from librarian.knowledge.identity import IdentityService
 from librarian.knowledge.service import KnowledgeService
 from librarian.llm import LLMClient, create_llm
@@ -274,7 +274,16 @@ class Librarian:
             {"git_access": git_access.to_options()} if kind == "git" and git_access is not None else None
         )
         spec = _source_spec(
-            normalized, kind, ref, sdk_name, sdk_version, document_type, category, tags, options, owner
+            normalized,
+            kind,
+            ref,
+            sdk_name,
+            sdk_version,
+            document_type,
+            category,
+            tags,
+            options,
+            self._owner(owner),
         )
         return IngestPipeline(self.settings, self.sessions, self.cache, self.vectors).run(spec, progress)
 
@@ -300,7 +309,7 @@ class Librarian:
         ``options`` is what the connector needs to run again; ``librarian refresh`` reads it.
         """
         spec = _source_spec(
-            uri, kind, None, sdk_name, sdk_version, document_type, category, tags, options, owner
+            uri, kind, None, sdk_name, sdk_version, document_type, category, tags, options, self._owner(owner)
         )
         pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
         return pipeline.run(spec, progress, lister=lister)
@@ -313,6 +322,7 @@ class Librarian:
         sdk_version: str | None = None,
         allow_private: bool = False,
         progress: ProgressCallback | None = None,
+        owner: SourceOwner | None = None,
     ) -> IngestReport:
         """Ingest an OpenAPI 3.x document (file or URL), one entity per operation.
 
@@ -329,6 +339,7 @@ class Librarian:
             # An explicit version is kept on refresh; a detected one is detected again.
             options={"location": location, "allow_private": allow_private, "sdk_version": sdk_version},
             progress=progress,
+            owner=owner,
         )
 
     def ingest_package(
@@ -340,6 +351,7 @@ class Librarian:
         modules: tuple[str, ...] = (),
         levels: int | None = None,
         progress: ProgressCallback | None = None,
+        owner: SourceOwner | None = None,
     ) -> IngestReport:
         """Ingest the public API of an installed Python distribution at its installed version.
 
@@ -369,6 +381,7 @@ class Librarian:
                 "levels": levels,
             },
             progress=progress,
+            owner=owner,
         )
 
     def ingest_cli(
@@ -382,6 +395,7 @@ class Librarian:
         max_commands: int = 2000,
         path: str | None = None,
         progress: ProgressCallback | None = None,
+        owner: SourceOwner | None = None,
     ) -> IngestReport:
         """Ingest a CLI's help, one entity per command and subcommand, at the version it reports.
 
@@ -408,6 +422,7 @@ class Librarian:
                 "path": path,
             },
             progress=progress,
+            owner=owner,
         )
 
     def crawl(
@@ -447,7 +462,16 @@ class Librarian:
             "scope": scope,
         }
         spec = _source_spec(
-            start, "website", None, sdk_name, sdk_version, document_type, category, tags, options, owner
+            start,
+            "website",
+            None,
+            sdk_name,
+            sdk_version,
+            document_type,
+            category,
+            tags,
+            options,
+            self._owner(owner),
         )
         with self.sessions() as session:
             known = known_page_validators(session, spec.key)
@@ -479,6 +503,12 @@ class Librarian:
             progress=progress,
             owner=owner,
         )
+
+    def _owner(self, owner: SourceOwner | None) -> SourceOwner | None:
+        """The owner of a new source: as given, else the facade's caller (the operator: defaults)."""
+        if owner is not None or self.default_principal.is_operator:
+            return owner
+        return owner_for(self.default_principal)
 
     # -- search -------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from sqlalchemy import select
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, LibrarianError, NotFoundError
 from librarian.ingest.pipeline import IngestReport, ProgressCallback
+from librarian.knowledge.access import LOCAL_ORGANIZATION_ID, Principal, SourceOwner, Visibility
 from librarian.research.sdks import normal_form
 from librarian.storage import repository
 from librarian.storage.models import Source, as_utc
@@ -77,6 +78,17 @@ class RefreshTarget:
     own_interval: bool
     last_ingested_at: datetime | None
     last_status: str | None
+    organization_id: int = LOCAL_ORGANIZATION_ID
+    created_by: int | None = None
+    visibility: str = Visibility.ORGANIZATION.value
+    allowed_teams: tuple[int, ...] = ()
+
+    @property
+    def owner(self) -> SourceOwner:
+        """Who owns the source and who may read it: a refresh (and a new version it finds) keeps both."""
+        return SourceOwner(
+            self.organization_id, self.created_by, Visibility(self.visibility), self.allowed_teams
+        )
 
     @property
     def due_at(self) -> datetime | None:
@@ -151,15 +163,27 @@ class RefreshOutcome:
 # -- selecting ------------------------------------------------------------------------------------
 
 
-def all_sources(lib: Librarian) -> list[RefreshTarget]:
-    """Every stored source, oldest first."""
+def all_sources(lib: Librarian, principal: Principal | None = None) -> list[RefreshTarget]:
+    """Every stored source ``principal`` may refresh (default: every one), oldest first.
+
+    Hand-written knowledge lives in sources of kind ``knowledge``, which have nothing to refresh.
+    A principal may refresh the sources of its organisation that it created, or all of them as an
+    administrator.
+    """
     with lib.sessions() as session:
-        rows = session.scalars(select(Source).order_by(Source.id))
+        query = select(Source).where(Source.kind != "knowledge").order_by(Source.id)
+        if principal is not None and not principal.sees_everything and not principal.is_operator:
+            query = query.where(Source.organization_id == principal.organization_id)
+            if not principal.is_admin:
+                query = query.where(Source.created_by == principal.user_id)
+        rows = session.scalars(query)
         return [_target(row, lib.settings.refresh_interval_seconds) for row in rows]
 
 
-def select_sources(lib: Librarian, selector: str | None) -> list[RefreshTarget]:
-    """The sources ``selector`` names; ``None`` selects every source.
+def select_sources(
+    lib: Librarian, selector: str | None, principal: Principal | None = None
+) -> list[RefreshTarget]:
+    """The sources ``selector`` names among those ``principal`` may refresh; ``None`` selects all.
 
     Rules, first match wins: a source id (``12``); a key prefix of at least six hex digits (the
     ``source_key`` column); a URI exactly as stored (``cli://aws?scope=s3``), or a local path that
@@ -170,7 +194,7 @@ def select_sources(lib: Librarian, selector: str | None) -> list[RefreshTarget]:
         NotFoundError: nothing matches; the message names the selector.
         InvalidInputError: a key prefix matches several sources.
     """
-    sources = all_sources(lib)
+    sources = all_sources(lib, principal)
     if selector is None:
         return sources
     wanted = selector.strip()
@@ -361,6 +385,7 @@ def _run_connector(lib: Librarian, target: RefreshTarget, progress: ProgressCall
             category=target.category,
             tags=target.tags,
             progress=progress,
+            owner=target.owner,
         )
     if target.kind == "cli-help":
         return lib.ingest_cli(
@@ -372,6 +397,7 @@ def _run_connector(lib: Librarian, target: RefreshTarget, progress: ProgressCall
             max_commands=_option(options, "max_commands", int, target),
             path=_optional(options, "path", str, target),
             progress=progress,
+            owner=target.owner,
         )
     if target.kind == "python-package":
         return lib.ingest_package(
@@ -381,6 +407,7 @@ def _run_connector(lib: Librarian, target: RefreshTarget, progress: ProgressCall
             modules=tuple(_optional(options, "modules", list, target) or ()),
             levels=_optional(options, "levels", int, target),
             progress=progress,
+            owner=target.owner,
         )
     if target.kind == "openapi":
         return lib.ingest_openapi(
@@ -389,6 +416,7 @@ def _run_connector(lib: Librarian, target: RefreshTarget, progress: ProgressCall
             sdk_version=_pinned_version(options, target),
             allow_private=_option(options, "allow_private", bool, target),
             progress=progress,
+            owner=target.owner,
         )
     if target.kind == "website":
         return lib.crawl(
@@ -402,6 +430,7 @@ def _run_connector(lib: Librarian, target: RefreshTarget, progress: ProgressCall
             category=target.category,
             tags=target.tags,
             progress=progress,
+            owner=target.owner,
         )
     raise InvalidInputError(
         f"source {target.id} ({target.uri}) is of kind {target.kind!r}, which cannot be refreshed",
@@ -523,6 +552,10 @@ def _target(row: Source, default_interval: int) -> RefreshTarget:
         own_interval=row.refresh_interval_seconds is not None,
         last_ingested_at=as_utc(row.last_ingested_at),
         last_status=row.last_status,
+        organization_id=row.organization_id,
+        created_by=row.created_by,
+        visibility=row.visibility,
+        allowed_teams=tuple(row.allowed_teams or ()),
     )
 
 

@@ -240,6 +240,12 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/sources",
         "/jobs/{job_id}",
         "/sources/{selector}/refresh",
+        "/knowledge/search",
+        "/knowledge/documents",
+        "/knowledge/documents/{document_id}",
+        "/knowledge/documents/{document_id}/versions",
+        "/knowledge/documents/{document_id}/restore",
+        "/knowledge/documents/{document_id}/feedback",
     }
     assert document["paths"]["/sources"]["post"]["description"]
     assert "ResearchRequest" in document["components"]["schemas"]

@@ -23,9 +23,18 @@ from librarian.api import create_app
 from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.knowledge.documents import DocumentDraft
 from librarian.mcp import create_mcp_server, mount_streamable_http
 
-TOOLS = {"research_api_usage", "search_knowledge", "list_sdks", "record_feedback"}
+TOOLS = {
+    "research_api_usage",
+    "search_documentation",
+    "list_sdks",
+    "record_feedback",
+    "search_knowledge",
+    "get_document",
+    "record_knowledge_feedback",
+}
 
 
 @pytest.fixture
@@ -45,6 +54,14 @@ def home(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder
     )
     with Librarian(Settings(home=root / "home"), embedder=embedder) as lib:
         assert lib.ingest(str(docs), sdk_name="acme", sdk_version="3.1").status == "ok"
+        lib.knowledge.documents.create(
+            lib.default_principal,
+            DocumentDraft(
+                title="Rotating the database password",
+                content="Run `vault write database/rotate-root/main` and restart the app pods.",
+                document_type="runbook",
+            ),
+        )
     return root / "home"
 
 
@@ -85,8 +102,31 @@ async def exercise(session: ClientSession) -> None:
     assert unknown["error"] is True
     assert any("acme" in s for s in unknown["fallback_suggestions"])
 
-    hits = structured(await session.call_tool("search_knowledge", {"query": "upload", "top_k": 2}))
+    hits = structured(await session.call_tool("search_documentation", {"query": "upload", "top_k": 2}))
     assert hits[0]["sdk_version"] == "3.1"
+    assert "ctx" not in tools["search_documentation"].input_schema["properties"]
+
+    # The knowledge tools with the design's schemas: search, read the whole document, feedback.
+    assert set(tools["search_knowledge"].input_schema["properties"]) == {"query", "filters", "limit"}
+    found = structured(
+        await session.call_tool(
+            "search_knowledge", {"query": "rotate the database password", "filters": {"document_type": ["runbook"]}}
+        )
+    )["results"]
+    assert found[0]["title"] == "Rotating the database password"
+    marked = {found[0]["snippet"][a:b].lower() for a, b in found[0]["highlights"]}
+    assert {"database", "rotate"} <= marked
+    document = structured(await session.call_tool("get_document", {"document_id": found[0]["id"]}))
+    assert "vault write" in document["content"]
+    rated = structured(
+        await session.call_tool(
+            "record_knowledge_feedback", {"document_id": found[0]["id"], "feedback_type": "helpful", "was_used": True}
+        )
+    )
+    assert rated["usefulness_score"] > 2.5 and rated["feedback_count"] >= 1
+    bad_filter = await session.call_tool("search_knowledge", {"query": "x", "filters": {"colour": "red"}})
+    assert bad_filter.is_error
+    assert "colour" in bad_filter.content[0].text  # type: ignore[union-attr]
 
     stored = structured(
         await session.call_tool(

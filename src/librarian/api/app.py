@@ -19,12 +19,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from librarian.api.auth import configured_token, require_bearer_token
+from librarian.api.auth import install_authentication
 from librarian.api.jobs import Job, JobRegistry, JobStatus
+from librarian.api.knowledge_routes import caller, knowledge_router
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.ingest.sources.git_access import GitAccess, check_ssh_source
 from librarian.ingest.sources.remote import refuse_private_host
+from librarian.knowledge.access import Scope, owner_for
 from librarian.refresh import refresh_targets, select_sources
 from librarian.research.feedback import record_feedback
 from librarian.research.sdks import indexed_sdks
@@ -227,6 +229,12 @@ class SourceRequest(BaseModel):
     document_type: str | None = None
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
+    visibility: str | None = Field(
+        default=None,
+        description="Who may read it: private, teams, organization (default) or public (administrators; "
+        "their SDK documentation is public by default).",
+    )
+    allowed_teams: list[int | str] = Field(default_factory=list, description="Teams (with visibility teams).")
 
 
 class JobAccepted(BaseModel):
@@ -266,14 +274,16 @@ def _research_router(lib: Librarian) -> APIRouter:
     router = APIRouter(tags=["research"], responses=_ERRORS)
 
     @router.post("/research", response_model=ResearchResponse)
-    def research(body: ResearchRequest) -> dict[str, Any]:
+    def research(body: ResearchRequest, request: Request) -> dict[str, Any]:
         """Version-correct documentation for a task or a failed command.
 
         Resolves the SDK (aliases) and version, searches only that version, and returns an
         extractive summary, snippets with provenance, a calibrated confidence and fallbacks. An
         unknown SDK is not an HTTP error: the answer has ``error: true`` and suggestions.
         """
-        return research_api_usage(lib, body.sdk_name, body.query, body.version, body.error_text)
+        return research_api_usage(
+            lib, body.sdk_name, body.query, body.version, body.error_text, principal=caller(request)
+        )
 
     @router.post("/feedback", status_code=status.HTTP_201_CREATED, response_model=FeedbackRecord)
     def feedback(body: FeedbackRequest) -> dict[str, Any]:
@@ -293,8 +303,8 @@ def _knowledge_router(lib: Librarian) -> APIRouter:
     router = APIRouter(prefix="/knowledge", tags=["knowledge"], responses=_ERRORS)
 
     @router.post("/query", response_model=KnowledgeResults)
-    def query(body: KnowledgeQuery) -> dict[str, Any]:
-        """Hybrid (vector + lexical) search over every indexed document, best first."""
+    def query(body: KnowledgeQuery, request: Request) -> dict[str, Any]:
+        """Hybrid (vector + lexical) search over the chunks the caller may read, best first."""
         hits = lib.search(
             body.query,
             sdk_name=body.sdk_name,
@@ -303,6 +313,7 @@ def _knowledge_router(lib: Librarian) -> APIRouter:
             category=body.category,
             tags=tuple(body.tags),
             top_k=body.top_k,
+            principal=caller(request),
         )
         return {"results": [hit.to_dict() for hit in hits]}
 
@@ -334,10 +345,10 @@ def _sdks_router(lib: Librarian) -> APIRouter:
     router = APIRouter(tags=["sdks"], responses=_ERRORS)
 
     @router.get("/sdks", response_model=list[SdkInfo])
-    def sdks() -> list[dict[str, Any]]:
-        """Every SDK with indexed documentation, its versions (newest first) and chunk count."""
+    def sdks(request: Request) -> list[dict[str, Any]]:
+        """Every SDK with documentation the caller may read, its versions (newest first) and chunks."""
         with lib.sessions() as session:
-            known = indexed_sdks(session)
+            known = indexed_sdks(session, caller(request).grants)
         return [{"sdk_name": s.name, "versions": s.versions, "chunks": s.chunks} for s in known]
 
     return router
@@ -349,7 +360,7 @@ def _sources_router(
     router = APIRouter(tags=["sources"], responses=_ERRORS)
 
     @router.post("/sources", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted)
-    def add_source(body: SourceRequest) -> dict[str, str]:
+    def add_source(body: SourceRequest, request: Request) -> dict[str, str]:
         """Ingest a source in the background; poll ``GET /jobs/{job_id}`` for the report.
 
         Because the API may be reachable from other machines, a local filesystem path is accepted
@@ -361,6 +372,10 @@ def _sources_router(
         through one. It runs without the server's credentials, keys or ssh agent. Refusals answer
         422 with a message saying what is allowed.
         """
+        principal = caller(request)
+        principal.require(Scope.WRITE, "adding a source")
+        teams = lib.identity.team_ids_of(principal.organization_id, body.allowed_teams)
+        owner = owner_for(principal, body.visibility, teams)
         uri = check_source_uri(body.uri, allowed_roots, allow_private=allow_private, allow_ssh=allow_ssh)
         access = GitAccess(
             credentials=False,
@@ -379,14 +394,16 @@ def _sources_router(
                 category=body.category,
                 tags=tuple(body.tags),
                 git_access=access,
+                owner=owner,
             ).to_dict(),
+            organization_id=principal.organization_id,
         )
         return {"job_id": job.id}
 
     @router.post(
         "/sources/{selector:path}/refresh", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted
     )
-    def refresh_source(selector: str) -> dict[str, str]:
+    def refresh_source(selector: str, request: Request) -> dict[str, str]:
         """Refresh sources in the background, incrementally; poll ``GET /jobs/{job_id}``.
 
         ``selector`` is a source id, a key prefix, a URI (percent-encoded) or an SDK name, which
@@ -396,16 +413,20 @@ def _sources_router(
         OpenAPI document now reports a new version, the source that version was ingested as (the
         old version is kept).
         """
-        targets = select_sources(lib, selector)
+        principal = caller(request)
+        principal.require(Scope.WRITE, "refreshing a source")
+        targets = select_sources(lib, selector, principal)
         job = jobs.submit(
-            "refresh", lambda: {"outcomes": [outcome.to_dict() for outcome in refresh_targets(lib, targets)]}
+            "refresh",
+            lambda: {"outcomes": [outcome.to_dict() for outcome in refresh_targets(lib, targets)]},
+            organization_id=principal.organization_id,
         )
         return {"job_id": job.id}
 
     @router.get("/jobs/{job_id}", response_model=JobState)
-    def job(job_id: str) -> dict[str, Any]:
-        """The state of a background job; 404 for an unknown id."""
-        found: Job = jobs.get(job_id)
+    def job(job_id: str, request: Request) -> dict[str, Any]:
+        """The state of a background job of the caller's organisation; 404 for an unknown id."""
+        found: Job = jobs.get(job_id, caller(request).organization_id)
         return found.to_dict()
 
     return router
@@ -450,6 +471,7 @@ def create_app(
     app.include_router(_health_router())
     app.include_router(_research_router(lib))
     app.include_router(_knowledge_router(lib))
+    app.include_router(knowledge_router(lib))
     app.include_router(_sdks_router(lib))
     app.include_router(_sources_router(lib, app.state.jobs, roots, allow_private, allow_ssh))
 
@@ -473,9 +495,7 @@ def create_app(
         logger.exception("unexpected error answering %s %s", request.method, request.url.path)
         return _error_response(500, "internal", "internal error; the server log has the details")
 
-    token = configured_token(lib.settings)
-    if token is not None:
-        require_bearer_token(app, token)
+    install_authentication(app, lib)
     return app
 
 

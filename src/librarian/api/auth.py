@@ -11,13 +11,20 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from librarian.config import Settings
+from librarian.errors import UnauthorizedError
+from librarian.knowledge.access import Principal, local_principal
+from librarian.knowledge.identity import IdentityService
+
+if TYPE_CHECKING:
+    from librarian.app import Librarian
 
 REALM = "librarian"
 SCHEME_NAME = "bearerAuth"
@@ -37,17 +44,34 @@ def open_paths(app: FastAPI) -> frozenset[str]:
     return frozenset(path for path in paths if path)
 
 
-class BearerTokenMiddleware:
-    """Refuse HTTP requests without ``Authorization: Bearer <token>`` (401, ``WWW-Authenticate``).
+PRINCIPAL_KEY = "librarian_principal"
 
-    The comparison is constant-time, so response timing does not reveal how much of a guess was
-    right. Lifespan events pass through untouched.
+
+class BearerTokenMiddleware:
+    """Resolve every HTTP request's caller, or refuse it (401, ``WWW-Authenticate``).
+
+    A request may carry ``Authorization: Bearer <token>``: the server-wide ``api_token`` setting acts
+    as the local organisation's administrator (compared in constant time); any other token is looked
+    up among the tokens ``librarian admin token create`` made. Without a token a request acts as the
+    local organisation's implicit user, unless a token is configured anywhere: then every request
+    needs one. The caller is put in the ASGI scope's state (``request.state.librarian_principal``), so
+    REST routes and MCP tools alike filter by it. Lifespan events pass through untouched.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str, exempt: Collection[str]) -> None:
-        """Guard ``app`` with ``token``; requests to a path in ``exempt`` need none."""
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        identity: IdentityService,
+        server_token: str | None,
+        local: Principal,
+        exempt: Collection[str],
+    ) -> None:
+        """Guard ``app``; requests to a path in ``exempt`` need no token and get no principal."""
         self._app = app
-        self._token = token.encode("utf-8")
+        self._identity = identity
+        self._server_token = None if server_token is None else server_token.encode("utf-8")
+        self._local = local
         self._exempt = frozenset(exempt)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,10 +79,28 @@ class BearerTokenMiddleware:
             await self._app(scope, receive, send)
             return
         presented = _bearer_token(scope)
-        if presented is not None and hmac.compare_digest(presented, self._token):
-            await self._app(scope, receive, send)
+        try:
+            principal = await anyio.to_thread.run_sync(self._resolve, presented)
+        except UnauthorizedError:
+            await _unauthorized(scope, send, missing=presented is None)
             return
-        await _unauthorized(scope, send, missing=presented is None)
+        scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
+        await self._app(scope, receive, send)
+
+    def _resolve(self, presented: bytes | None) -> Principal:
+        if presented is None:
+            if self._server_token is not None or self._identity.has_tokens():
+                raise UnauthorizedError("a bearer token is required")
+            return self._local
+        if self._server_token is not None and hmac.compare_digest(presented, self._server_token):
+            return self._local
+        return self._identity.authenticate(presented.decode("utf-8", "replace"))
+
+
+def principal_of(scope: Mapping[str, Any], default: Principal) -> Principal:
+    """The caller the middleware resolved for a request's ``scope`` (``default`` outside HTTP)."""
+    found = (scope.get("state") or {}).get(PRINCIPAL_KEY)
+    return found if isinstance(found, Principal) else default
 
 
 def _bearer_token(scope: Scope) -> bytes | None:
@@ -80,7 +122,7 @@ async def _unauthorized(scope: Scope, send: Send, *, missing: bool) -> None:
             "error": True,
             "category": "unauthorized",
             "message": "a bearer token is required" if missing else "the bearer token is not valid",
-            "hint": "send the server's API token as `Authorization: Bearer <token>`",
+            "hint": "send an API token as `Authorization: Bearer <token>` (`librarian admin token create`)",
         }
     ).encode("utf-8")
     if scope["type"] == "websocket":  # no HTTP response can be sent on a websocket handshake
@@ -100,14 +142,20 @@ async def _unauthorized(scope: Scope, send: Send, *, missing: bool) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def require_bearer_token(app: FastAPI, token: str) -> None:
-    """Guard every route of ``app`` (including ones mounted later, like ``/mcp``) with ``token``.
+def install_authentication(app: FastAPI, lib: Librarian) -> None:
+    """Resolve the caller of every route of ``app`` (including ones mounted later, like ``/mcp``).
 
-    Also declares the scheme in the OpenAPI document, so clients and the docs page know to send it.
-    Call before the app starts.
+    Also declares the bearer scheme in the OpenAPI document, so clients and the docs page know to
+    send it. Call before the app starts.
     """
     exempt = open_paths(app)
-    app.add_middleware(BearerTokenMiddleware, token=token, exempt=exempt)
+    app.add_middleware(
+        BearerTokenMiddleware,
+        identity=lib.identity,
+        server_token=configured_token(lib.settings),
+        local=local_principal(operator=False),
+        exempt=exempt,
+    )
     document = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -126,7 +174,8 @@ def declare_bearer_auth(schema: dict[str, Any], exempt: Collection[str]) -> None
     components.setdefault("securitySchemes", {})[SCHEME_NAME] = {
         "type": "http",
         "scheme": "bearer",
-        "description": "The server's API token (setting `api_token`, env `LIBRARIAN_API_TOKEN`).",
+        "description": "An API token (`librarian admin token create`), or the server-wide `api_token` "
+        "setting. Optional while no token is configured: requests then act as the local organisation.",
     }
     unauthorized: dict[str, Any] = {"description": "Missing or invalid bearer token"}
     if "ErrorResponse" in components.get("schemas", {}):
@@ -138,7 +187,8 @@ def declare_bearer_auth(schema: dict[str, Any], exempt: Collection[str]) -> None
             continue
         for operation in item.values():
             if isinstance(operation, dict) and "responses" in operation:
-                operation["security"] = [{SCHEME_NAME: []}]
+                # `{}`: no token is needed while the server has none configured.
+                operation["security"] = [{SCHEME_NAME: []}, {}]
                 operation["responses"].setdefault("401", unauthorized)
 
 
@@ -157,9 +207,9 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def serve_warning(host: str, settings: Settings) -> str | None:
+def serve_warning(host: str, settings: Settings, *, has_tokens: bool = False) -> str | None:
     """The warning ``librarian serve`` prints when it exposes an unauthenticated API; else ``None``."""
-    if configured_token(settings) is not None or is_loopback_host(host):
+    if configured_token(settings) is not None or is_loopback_host(host) or has_tokens:
         return None
     return (
         f"serving on {host} without authentication: anyone who can reach this address can read every "

@@ -34,6 +34,8 @@ class Job:
     finished_at: str | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    # The organisation that submitted it: only its members may read the job.
+    organization_id: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -66,9 +68,9 @@ class JobRegistry:
         self._lock = threading.Lock()
         self._max_finished = max_finished
 
-    def submit(self, kind: str, work: Callable[[], dict[str, Any]]) -> Job:
+    def submit(self, kind: str, work: Callable[[], dict[str, Any]], *, organization_id: int = 1) -> Job:
         """Start ``work`` in a background thread; return the queued job at once."""
-        job = Job(id=uuid.uuid4().hex, kind=kind)
+        job = Job(id=uuid.uuid4().hex, kind=kind, organization_id=organization_id)
         with self._lock:
             self._forget_old()
             self._jobs[job.id] = job
@@ -77,15 +79,16 @@ class JobRegistry:
         thread.start()
         return job
 
-    def get(self, job_id: str) -> Job:
-        """The current state of a job.
+    def get(self, job_id: str, organization_id: int | None = None) -> Job:
+        """The current state of a job (of ``organization_id`` only, when given).
 
         Raises:
-            NotFoundError: no job has this id (or it finished long ago and was forgotten).
+            NotFoundError: no job has this id (or it finished long ago and was forgotten, or it
+                belongs to another organisation).
         """
         with self._lock:
             job = self._jobs.get(job_id)
-        if job is None:
+        if job is None or (organization_id is not None and job.organization_id != organization_id):
             raise NotFoundError(
                 f"no job with id {job_id!r}",
                 hint="job ids come from POST /sources; jobs are kept in memory until the server stops",

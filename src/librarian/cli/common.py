@@ -34,6 +34,7 @@ class GlobalOptions:
 
     home: Path | None = None
     config: Path | None = None
+    token: str | None = None
 
 
 OPTIONS = GlobalOptions()
@@ -50,6 +51,9 @@ def librarian() -> Iterator[Librarian]:
     with handle_errors():
         lib = Librarian(load_settings())
         try:
+            if OPTIONS.token:
+                # Act as the token's user: every search, research and write is filtered by it.
+                lib.default_principal = lib.identity.authenticate(OPTIONS.token)
             yield lib
         finally:
             lib.close()

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from librarian.cli import common
+from librarian.cli.admin import admin_app
 from librarian.cli.common import (
     EXIT_PARTIAL,
     OPTIONS,
@@ -30,6 +31,7 @@ from librarian.cli.common import (
 )
 from librarian.cli.connectors import crawl, ingest_cli, ingest_openapi, ingest_package
 from librarian.cli.demo import demo
+from librarian.cli.knowledge import knowledge_app
 from librarian.cli.refresh import refresh, refresh_interval, schedule
 from librarian.cli.research import feedback, research, sdks
 from librarian.cli.tour import tour
@@ -48,6 +50,8 @@ app = typer.Typer(
 eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 app.add_typer(workflow_app, name="workflow")
+app.add_typer(admin_app, name="admin")
+app.add_typer(knowledge_app, name="knowledge")
 app.command("worker")(worker)
 
 
@@ -59,10 +63,20 @@ def main(
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML config file (default LIBRARIAN_CONFIG).")
     ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="LIBRARIAN_TOKEN",
+            help="Act as this API token's user (default: the operator of this data directory).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Global options, read before any command."""
     OPTIONS.home = home
     OPTIONS.config = config
+    OPTIONS.token = token
 
 
 @app.command()
@@ -285,7 +299,7 @@ def serve(
     from librarian.mcp import create_mcp_server, mount_streamable_http
 
     with librarian() as lib:
-        warning = serve_warning(host, lib.settings)
+        warning = serve_warning(host, lib.settings, has_tokens=lib.identity.has_tokens())
         if warning:
             stderr.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
         api = create_app(

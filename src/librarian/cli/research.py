@@ -55,7 +55,7 @@ def research(
 def sdks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Indexed SDKs with their versions (newest first) and chunk counts."""
     with librarian() as lib, lib.sessions() as session:
-        found = indexed_sdks(session)
+        found = indexed_sdks(session, lib.default_principal.grants)
     if as_json:
         print_json([{"sdk_name": s.name, "versions": s.versions, "chunks": s.chunks} for s in found])
         return

@@ -69,7 +69,7 @@ def indexed_tool(librarian: Librarian, name: str, version: str | None) -> Indexe
     ``exact`` says whether ``version`` itself is indexed (an unknown version resolves to the nearest).
     """
     with librarian.sessions() as session:
-        known = indexed_sdks(session)
+        known = indexed_sdks(session, librarian.default_principal.grants)
     sdk = resolve_sdk(name, known)
     if sdk is None:
         return None

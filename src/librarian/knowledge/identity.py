@@ -296,8 +296,9 @@ class IdentityService:
 
     @staticmethod
     def _organization(session: Session, ref: str | int) -> Organization:
+        number = _as_id(ref)
         query = select(Organization).where(
-            Organization.id == int(ref) if str(ref).isdecimal() else Organization.name == str(ref)
+            Organization.id == number if number is not None else Organization.name == str(ref)
         )
         found = session.scalar(query)
         if found is None:
@@ -306,7 +307,8 @@ class IdentityService:
 
     @staticmethod
     def _team(session: Session, organization_id: int, ref: str | int) -> Team:
-        key = Team.id == int(ref) if str(ref).isdecimal() else Team.name == str(ref)
+        number = _as_id(ref)
+        key = Team.id == number if number is not None else Team.name == str(ref)
         found = session.scalar(select(Team).where(Team.organization_id == organization_id, key))
         if found is None:
             raise NotFoundError(f"teams: no team {ref!r} in this organisation")
@@ -314,7 +316,8 @@ class IdentityService:
 
     @staticmethod
     def _user(session: Session, organization_id: int, ref: str | int) -> User:
-        key = User.id == int(ref) if str(ref).isdecimal() else User.name == str(ref)
+        number = _as_id(ref)
+        key = User.id == number if number is not None else User.name == str(ref)
         found = session.scalar(select(User).where(User.organization_id == organization_id, key))
         if found is None:
             raise NotFoundError(f"no user {ref!r} in this organisation")
@@ -331,6 +334,15 @@ class IdentityService:
         """Team references resolved to ids of ``organization_id`` (a team of another one is refused)."""
         with self._sessions() as session:
             return tuple(sorted({self._team(session, organization_id, team).id for team in teams}))
+
+
+def _as_id(ref: str | int) -> int | None:
+    """``ref`` as a row id when it is one (a decimal within the 32-bit ids of the store), else None."""
+    text = str(ref).strip()
+    if not text.isdecimal() or len(text) > 10:
+        return None
+    number = int(text)
+    return number if 0 < number <= 2_147_483_647 else None
 
 
 def _token_info(row: ApiToken, user: User) -> dict[str, Any]:

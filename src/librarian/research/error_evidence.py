@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Text, cast, func, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from librarian.embeddings.cache import EmbeddingCache
+from librarian.index.grants_sql import grants_condition
 from librarian.storage.models import Chunk
 
 # Chunks of entities declaring an option that are compared with the question at most: every chunk of
@@ -112,17 +114,19 @@ class ChunkRef:
 
 
 def acceptor_chunks(
-    session: Session, sdk_name: str, sdk_version: str | None, options: Sequence[str]
+    session: Session,
+    sdk_name: str,
+    sdk_version: str | None,
+    options: Sequence[str],
+    grants: tuple[str, ...] | None = None,
 ) -> list[ChunkRef]:
     """Chunks of every entity of the SDK version whose connector declared one of ``options``.
 
     A connector's attributes are the same on every chunk of a document, so they are decoded once per
     document: a textual prefilter in SQL (JSON is text on SQLite, cast on PostgreSQL), then the exact
-    check on one parsed chunk per document.
+    check on one parsed chunk per document. Only chunks the holder of ``grants`` may read count.
     """
-    scope = [Chunk.sdk_name == sdk_name]
-    if sdk_version is not None:
-        scope.append(Chunk.sdk_version == sdk_version)
+    scope = _scope(session, sdk_name, sdk_version, grants)
     text = cast(Chunk.attributes, Text)
     # An error text may name hundreds of options (pasted help, garbage): the first few carry the
     # evidence, and one OR term each keeps the statement within SQLite's expression depth.
@@ -166,12 +170,15 @@ class AcceptorCache:
         self._lock = threading.Lock()
 
     def acceptors(
-        self, session: Session, sdk_name: str, sdk_version: str | None, options: Sequence[str]
+        self,
+        session: Session,
+        sdk_name: str,
+        sdk_version: str | None,
+        options: Sequence[str],
+        grants: tuple[str, ...] | None = None,
     ) -> list[ChunkRef]:
-        """Like :func:`acceptor_chunks`, from memory when the SDK version did not change."""
-        scope = [Chunk.sdk_name == sdk_name]
-        if sdk_version is not None:
-            scope.append(Chunk.sdk_version == sdk_version)
+        """Like :func:`acceptor_chunks`, from memory when the readable SDK version did not change."""
+        scope = _scope(session, sdk_name, sdk_version, grants)
         fingerprint = tuple(
             session.execute(
                 select(
@@ -181,18 +188,29 @@ class AcceptorCache:
                 .where(*scope)
             ).one()
         )
-        key = (sdk_name, sdk_version, tuple(sorted(options)), fingerprint)
+        key = (sdk_name, sdk_version, tuple(sorted(options)), grants, fingerprint)
         with self._lock:
             cached = self._entries.get(key)
             if cached is not None:
                 self._entries.move_to_end(key)
                 return cached
-        found = acceptor_chunks(session, sdk_name, sdk_version, options)
+        found = acceptor_chunks(session, sdk_name, sdk_version, options, grants)
         with self._lock:
             self._entries[key] = found
             while len(self._entries) > self._max_entries:
                 self._entries.popitem(last=False)
         return found
+
+
+def _scope(
+    session: Session, sdk_name: str, sdk_version: str | None, grants: tuple[str, ...] | None
+) -> list[ColumnElement[bool]]:
+    scope = [Chunk.sdk_name == sdk_name]
+    if sdk_version is not None:
+        scope.append(Chunk.sdk_version == sdk_version)
+    if grants is not None:
+        scope.append(grants_condition(session.get_bind().dialect.name, Chunk.access_grants, grants))
+    return scope
 
 
 def _declares(attributes: object, options: Sequence[str]) -> bool:

@@ -8,10 +8,11 @@ so no tool is named in code.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from librarian.research.versions import sort_versions
@@ -38,20 +39,28 @@ class IndexedSdk:
     chunks: int
 
 
-def indexed_sdks(session: Session) -> list[IndexedSdk]:
-    """Every SDK with indexed chunks, versions sorted newest first."""
+def indexed_sdks(session: Session, grants: tuple[str, ...] | None = None) -> list[IndexedSdk]:
+    """Every SDK with indexed chunks the holder of ``grants`` may read, versions sorted newest first.
+
+    ``None`` grants count every chunk. Chunks are grouped by their grants too (a handful of distinct
+    sets), so each group is either wholly readable or not, and counts never include hidden chunks.
+    """
+    grants_text = cast(Chunk.access_grants, Text)
     rows = session.execute(
-        select(Chunk.sdk_name, Chunk.sdk_version, func.count())
+        select(Chunk.sdk_name, Chunk.sdk_version, grants_text, func.count())
         .where(Chunk.sdk_name.is_not(None))
-        .group_by(Chunk.sdk_name, Chunk.sdk_version)
+        .group_by(Chunk.sdk_name, Chunk.sdk_version, grants_text)
     ).all()
+    held = None if grants is None else set(grants)
     versions: dict[str, list[str]] = {}
     counts: dict[str, int] = {}
-    for name, version, count in rows:
+    for name, version, stored, count in rows:
         if name is None:
             continue
+        if held is not None and held.isdisjoint(_grant_list(stored)):
+            continue
         versions.setdefault(name, [])
-        if version is not None:
+        if version is not None and version not in versions[name]:
             versions[name].append(version)
         counts[name] = counts.get(name, 0) + int(count)
     return [IndexedSdk(name, sort_versions(versions[name]), counts[name]) for name in sorted(versions)]
@@ -76,3 +85,11 @@ def closest_names(requested: str, known: list[IndexedSdk], limit: int = 3) -> li
         n for n in difflib.get_close_matches(requested, [s.name for s in known], n=limit) if n not in names
     ]
     return names[:limit]
+
+
+def _grant_list(stored: object) -> list[str]:
+    try:
+        value = json.loads(stored) if isinstance(stored, str) else stored
+    except ValueError:
+        return []
+    return [str(grant) for grant in value] if isinstance(value, list) else []

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from librarian.app import Librarian, SearchResult, search_result
 from librarian.errors import InvalidInputError
+from librarian.knowledge.access import Principal
 from librarian.research.confidence import RankingFeatures, confidence
 from librarian.research.error_evidence import (
     ChunkRef,
@@ -82,8 +83,11 @@ def research_api_usage(
     query: str,
     version: str | None = None,
     error_text: str | None = None,
+    principal: Principal | None = None,
 ) -> dict[str, Any]:
     """How to do ``query`` with ``sdk_name`` at ``version``, given the ``error_text`` a command printed.
+
+    Only documentation ``principal`` may read is used (default: the local organisation's user).
 
     Returns the documented shape: ``error``, ``summary``, ``confidence_score``, ``resolved_version``,
     ``version_note``, ``snippets`` (content, source_url, sdk_version, entity_name, last_fetched_at,
@@ -99,8 +103,9 @@ def research_api_usage(
     """
     if not query.strip():
         raise InvalidInputError("the research query is empty")
+    caller = principal or lib.default_principal
     with lib.sessions() as session:
-        known = indexed_sdks(session)
+        known = indexed_sdks(session, caller.grants)
     sdk = resolve_sdk(sdk_name, known)
     if sdk is None:
         close = closest_names(sdk_name, known)
@@ -118,13 +123,17 @@ def research_api_usage(
     errors = error_text or ""
     options = options_in(errors) + [o for o in options_in(query) if o not in options_in(errors)]
     search_text = " ".join(filter(None, [query, " ".join(options)]))
-    results = lib.search(search_text, sdk_name=sdk.name, sdk_version=resolution.resolved, top_k=CANDIDATES)
+    results = lib.search(
+        search_text, sdk_name=sdk.name, sdk_version=resolution.resolved, top_k=CANDIDATES, principal=caller
+    )
     boosts = feedback_boosts(
         lib.sessions, sdk_name=sdk.name, error_text=errors, sdk_version=resolution.resolved
     )
     asked = f"{query}\n{errors}"
     # Error-driven ranking needs an entity that declares a named option; else the plain ranking.
-    evidence = _rank_by_error_evidence(lib, results, options, errors, search_text, asked, boosts)
+    evidence = _rank_by_error_evidence(
+        lib, results, options, errors, search_text, asked, boosts, caller.grants
+    )
     kind = "error_driven" if evidence is not None else "plain"
     ranked = _best_chunk_per_entity(
         evidence if evidence is not None else _rerank(results, options, asked, boosts)
@@ -194,6 +203,7 @@ def _rank_by_error_evidence(
     search_text: str,
     asked: str,
     boosts: dict[SnippetKey, FeedbackBoost],
+    grants: tuple[str, ...] | None,
 ) -> list[_Ranked] | None:
     """Rank entities when the question or error names options (see :mod:`error_evidence`).
 
@@ -218,7 +228,7 @@ def _rank_by_error_evidence(
         if r.vector_score is not None:
             consider((r.entity_name, r.source_url), r.chunk_id, r.vector_score)
     with lib.sessions() as session:
-        acceptors = lib.acceptors.acceptors(session, sdk, version, options)
+        acceptors = lib.acceptors.acceptors(session, sdk, version, options, grants)
         if not acceptors:
             return None
         keyword_only = [

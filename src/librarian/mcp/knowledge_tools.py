@@ -1,0 +1,104 @@
+"""MCP tools of organisational knowledge, with the design's names and schemas: ``search_knowledge``,
+``get_document`` and ``record_knowledge_feedback``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from librarian.app import Librarian
+from librarian.errors import LibrarianError
+from librarian.knowledge.search import KnowledgeFilters
+from librarian.mcp.caller import tool_caller
+
+
+def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
+    """Add the knowledge tools to ``server``."""
+
+    @server.tool()
+    def search_knowledge(
+        query: str,
+        filters: dict[str, Any] | None = None,
+        limit: int = 10,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Search the organisation's knowledge base (runbooks, incident reports, solutions, wikis,
+        documentation) in natural language; results are the documents you may read, best first.
+
+        Args:
+            query: what you are looking for, e.g. "pod OOMKilled after deploy".
+            filters: optional, any of: document_type (list of runbook, incident_report,
+                documentation, wiki, solution, sdk_reference, document), category, tags (all must
+                match), created_after / created_before (ISO dates), severity (list of critical, high,
+                medium, low), min_usefulness_score (0-5), sdk_name.
+            limit: how many documents (1-50, default 10).
+
+        Returns:
+            `results`: each with id, title, document_type, category, relevance_score, score,
+            snippet and highlights ([start, end) of matched terms in the snippet), last_used,
+            usefulness_score, flags (outdated / incorrect votes: double-check such a document) and
+            url. Read a whole document with get_document(id).
+        """
+        try:
+            parsed = KnowledgeFilters.from_mapping(filters)
+            principal = tool_caller(lib, ctx)
+            return {"results": lib.knowledge.search(query, filters=parsed, limit=limit, principal=principal)}
+        except LibrarianError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    def get_document(
+        document_id: int, version: int | None = None, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        """Read a whole knowledge document by id (as search_knowledge returned it), with its content.
+
+        Args:
+            document_id: the document's id.
+            version: an earlier version (default: the current one).
+
+        Returns:
+            The document's fields (title, document_type, category, tags, version, visibility,
+            usefulness_score, flags, url...) and `content`.
+        """
+        try:
+            return lib.knowledge.documents.get(tool_caller(lib, ctx), document_id, version)
+        except LibrarianError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    def record_knowledge_feedback(
+        document_id: int,
+        feedback_type: str,
+        rating: int | None = None,
+        comment: str | None = None,
+        search_query: str | None = None,
+        was_used: bool = False,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Say whether a knowledge document helped; useful documents rank higher for everyone.
+
+        Args:
+            document_id: the document's id.
+            feedback_type: helpful, not_helpful, outdated or incorrect.
+            rating: optional 1-5 stars.
+            comment: optional, why.
+            search_query: what you searched for when you found it.
+            was_used: true when you acted on it.
+
+        Returns:
+            The document's new usefulness_score (0-5, smoothed), feedback_count and flags.
+        """
+        try:
+            return lib.knowledge.feedback(
+                document_id,
+                feedback_type,
+                rating=rating,
+                comment=comment,
+                search_query=search_query,
+                was_used=was_used,
+                principal=tool_caller(lib, ctx),
+            )
+        except LibrarianError as exc:
+            raise ToolError(str(exc)) from exc
