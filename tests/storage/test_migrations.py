@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sqlalchemy import inspect, text
 
+from librarian.index.scope import grant_token
 from librarian.storage.database import create_database_engine, migrate, open_database
 
 
@@ -67,3 +68,72 @@ def test_postgres_migrates_to_head(postgres_url: str) -> None:
     columns = {column["name"] for column in inspect(engine).get_columns("chunks")}
     engine.dispose()
     assert {"attributes", "search_vector", "search_scope"} <= columns
+
+
+def _store_at_0009(url: str) -> None:
+    old = create_database_engine(url)
+    migrate(old, "0009")
+    with old.begin() as connection:
+        for source_id, sdk in ((1, "'acme'"), (2, "NULL")):
+            connection.execute(
+                text(
+                    "INSERT INTO sources (id, source_key, uri, kind, sdk_name, tags, created_at, last_errors, "
+                    f"last_stats, options) VALUES ({source_id}, 'k{source_id}', '/docs{source_id}', 'local', "
+                    f"{sdk}, '[]', '2026-01-01', '[]', '{{}}', '{{}}')"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO documents (id, source_id, path, source_url, current_version_no, created_at, "
+                    f"updated_at) VALUES ({source_id}, {source_id}, 'a.md', 'file:///a.md', 1, '2026-01-01', "
+                    "'2026-01-01')"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO chunks (document_id, document_version_no, ordinal, sdk_name, entity_type, "
+                    "section_path, source_url, content, content_hash, last_fetched_at, embedding_model_version, "
+                    f"tags, attributes, search_title, search_scope) VALUES ({source_id}, 1, 0, {sdk}, 'section', "
+                    "'Rotation', 'file:///a.md', 'Rotate the keys quarterly', 'h', '2026-01-01', 'm', '[]', '{}', "
+                    "'Rotation', '')"
+                )
+            )
+    old.dispose()
+
+
+def test_a_revision_0009_store_moves_into_the_local_organisation(tmp_path: Path) -> None:
+    """SDK documentation becomes public, the rest organisation-wide; nothing is dropped; every chunk
+    is queued again so the vector index learns its grants."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    _store_at_0009(url)
+
+    engine, _ = open_database(url)
+
+    with engine.connect() as connection:
+        grants = dict(connection.execute(text("SELECT document_id, access_grants FROM chunks")).all())
+        visibility = dict(connection.execute(text("SELECT id, visibility FROM documents")).all())
+        queued = connection.execute(text("SELECT count(*) FROM vector_outbox")).scalar_one()
+        users = connection.execute(text("SELECT organization_id, name, is_admin FROM users")).all()
+        public_hits = connection.execute(
+            text("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH :match"),
+            {"match": f"search_scope : {grant_token('public')} AND rotate"},
+        ).all()
+    engine.dispose()
+    assert grants == {1: '["public"]', 2: '["org:1"]'}
+    assert visibility == {1: "public", 2: "organization"}
+    assert queued == 2
+    assert users == [(1, "local", 1)]
+    assert len(public_hits) == 1
+
+
+def test_postgres_store_moves_into_the_local_organisation(postgres_url: str) -> None:
+    _store_at_0009(postgres_url)
+
+    engine, _ = open_database(postgres_url)
+
+    with engine.connect() as connection:
+        grants = dict(connection.execute(text("SELECT document_id, access_grants FROM chunks")).all())
+        next_user = connection.execute(text("SELECT nextval(pg_get_serial_sequence('users', 'id'))")).scalar_one()
+    engine.dispose()
+    assert grants == {1: ["public"], 2: ["org:1"]}
+    assert next_user == 2  # the sequence moved past the local user created with an explicit id

@@ -1,10 +1,15 @@
 """``search_knowledge``: documents ranked by relevance and usefulness, with highlighted snippets.
 
 Retrieval is the store's hybrid chunk search with the caller's grants, document types, category, tags
-and dates inside both retrievers' queries; chunks are then grouped by document (a document's
-relevance is its best chunk's). Filters the chunk indexes do not hold (severity, a minimum
-usefulness) are applied to a candidate pool eight times the limit, so they narrow results but never
-widen what the caller may see.
+and dates inside both retrievers' queries; chunks are then grouped by document. Filters the chunk
+indexes do not hold (severity, a minimum usefulness) are applied to a candidate pool eight times the
+limit, so they narrow results but never widen what the caller may see.
+
+Relevance is absolute, not relative to the other candidates: the cosine similarity between the query
+and the document's best chunk (from the embedding cache, so keyword-only candidates are scored on the
+same scale), plus 0.05 when the keyword index matched the document too. Hybrid fusion normalises
+scores over its candidate list, which is right for picking candidates but would make two documents
+with the same text score 1.0 and 0.5 when they are the only candidates.
 
 Usefulness moves ranking by at most 15 % either way: ``score = relevance * (0.85 + 0.06 * u)`` with
 ``u`` the smoothed usefulness on a 0-5 scale (2.5, neutral, leaves the score unchanged). So of two
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from sqlalchemy import select
 
 from librarian.errors import InvalidInputError
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
     from librarian.app import Librarian
 
 NEUTRAL_USEFULNESS = 2.5
+KEYWORD_BONUS = 0.05
 _SNIPPET_CHARS = 320
 _POOL_FACTOR = 8
 FILTER_FIELDS = (
@@ -184,24 +191,38 @@ def search_knowledge(
     )
     if not hits:
         return []
+    query_vector = lib.cache.embed_query(query).reshape(-1)
     with lib.sessions() as session:
-        owners = dict(
-            session.execute(
-                select(Chunk.id, Chunk.document_id).where(Chunk.id.in_([hit.chunk_id for hit in hits]))
-            ).all()
-        )
+        rows = session.execute(
+            select(Chunk.id, Chunk.document_id, Chunk.content_hash).where(
+                Chunk.id.in_([hit.chunk_id for hit in hits])
+            )
+        ).all()
+        owners = {row[0]: (row[1], row[2]) for row in rows}
+        cached = lib.cache.lookup([content for _, content in owners.values() if content])
         best: dict[int, tuple[float, str]] = {}
+        keyword_matched: set[int] = set()
         for hit in hits:
-            document_id = owners.get(hit.chunk_id)
-            if document_id is not None and document_id not in best:
-                best[document_id] = (hit.score, hit.content)
+            owner = owners.get(hit.chunk_id)
+            if owner is None:
+                continue
+            document_id, chunk_hash = owner
+            cosine = hit.vector_score
+            if cosine is None:
+                vector = cached.get(chunk_hash)
+                cosine = float(np.dot(vector.reshape(-1), query_vector)) if vector is not None else 0.0
+            if hit.lexical_score is not None:
+                keyword_matched.add(document_id)
+            if document_id not in best or cosine > best[document_id][0]:
+                best[document_id] = (cosine, hit.content)
         documents = {
             document.id: document
             for document in session.scalars(select(Document).where(Document.id.in_(list(best))))
             if document.deleted_at is None and can_read(principal, document.access_grants)
         }
         results = []
-        for document_id, (relevance, content) in best.items():
+        for document_id, (cosine, content) in best.items():
+            relevance = cosine + (KEYWORD_BONUS if document_id in keyword_matched else 0.0)
             document = documents.get(document_id)
             if document is None or not _passes(document, filters):
                 continue
