@@ -59,7 +59,10 @@ def test_every_edit_is_a_version_and_any_version_can_be_read_and_restored(
     documents = library.knowledge.documents
     created = documents.create(people.alice, OOM)
     edited = documents.update(
-        people.alice, created["id"], 1, DocumentDraft(content="Raise the memory limit to 4Gi; 2Gi was not enough.")
+        people.alice,
+        created["id"],
+        1,
+        DocumentDraft(content="Raise the memory limit to 4Gi; 2Gi was not enough."),
     )
 
     assert (created["version"], edited["version"]) == (1, 2)
@@ -137,13 +140,19 @@ def test_search_filters_highlights_and_full_document(library: Librarian, people:
     )
     assert titles(only_runbooks) == ["Disk full on a database host"]
     assert titles(
-        library.knowledge.search("memory pod", filters=KnowledgeFilters(category="kubernetes"), principal=people.bob)
+        library.knowledge.search(
+            "memory pod", filters=KnowledgeFilters(category="kubernetes"), principal=people.bob
+        )
     ) == [OOM.title]
     assert titles(
-        library.knowledge.search("memory pod", filters=KnowledgeFilters(severity=("high",)), principal=people.bob)
+        library.knowledge.search(
+            "memory pod", filters=KnowledgeFilters(severity=("high",)), principal=people.bob
+        )
     ) == ["Disk full on a database host"]
     assert titles(
-        library.knowledge.search("memory pod", filters=KnowledgeFilters(tags=("memory",)), principal=people.bob)
+        library.knowledge.search(
+            "memory pod", filters=KnowledgeFilters(tags=("memory",)), principal=people.bob
+        )
     ) == [OOM.title]
 
     result = only_runbooks[0]
@@ -193,7 +202,9 @@ def test_bad_input_is_named(library: Librarian, people: People) -> None:
     with pytest.raises(InvalidInputError, match="feedback_type"):
         library.knowledge.feedback(1, "meh", principal=people.alice)
     with pytest.raises(NotFoundError, match="teams"):
-        documents.create(people.alice, DocumentDraft(title="t", content="c", visibility="teams", allowed_teams=("x",)))
+        documents.create(
+            people.alice, DocumentDraft(title="t", content="c", visibility="teams", allowed_teams=("x",))
+        )
 
 
 def test_highlight_marks_whole_words_by_prefix() -> None:

@@ -110,7 +110,8 @@ async def exercise(session: ClientSession) -> None:
     assert set(tools["search_knowledge"].input_schema["properties"]) == {"query", "filters", "limit"}
     found = structured(
         await session.call_tool(
-            "search_knowledge", {"query": "rotate the database password", "filters": {"document_type": ["runbook"]}}
+            "search_knowledge",
+            {"query": "rotate the database password", "filters": {"document_type": ["runbook"]}},
         )
     )["results"]
     assert found[0]["title"] == "Rotating the database password"
@@ -120,7 +121,8 @@ async def exercise(session: ClientSession) -> None:
     assert "vault write" in document["content"]
     rated = structured(
         await session.call_tool(
-            "record_knowledge_feedback", {"document_id": found[0]["id"], "feedback_type": "helpful", "was_used": True}
+            "record_knowledge_feedback",
+            {"document_id": found[0]["id"], "feedback_type": "helpful", "was_used": True},
         )
     )
     assert rated["usefulness_score"] > 2.5 and rated["feedback_count"] >= 1

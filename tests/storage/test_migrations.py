@@ -133,7 +133,9 @@ def test_postgres_store_moves_into_the_local_organisation(postgres_url: str) -> 
 
     with engine.connect() as connection:
         grants = dict(connection.execute(text("SELECT document_id, access_grants FROM chunks")).all())
-        next_user = connection.execute(text("SELECT nextval(pg_get_serial_sequence('users', 'id'))")).scalar_one()
+        next_user = connection.execute(
+            text("SELECT nextval(pg_get_serial_sequence('users', 'id'))")
+        ).scalar_one()
     engine.dispose()
     assert grants == {1: ["public"], 2: ["org:1"]}
     assert next_user == 2  # the sequence moved past the local user created with an explicit id
