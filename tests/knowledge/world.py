@@ -112,17 +112,18 @@ def build_world(lib: Librarian, seed: int, docs_folder: Path, documents: int = 4
     # SDK documentation: each organisation's own tool, organisation-wide, and one public SDK.
     for org_index in range(3):
         org = f"org{org_index}"
-        admin = world.people[f"{org}-u0"]
+        owner_person = world.people[f"{org}-u0"]
         sdk = f"tool{org_index}"
         folder = docs_folder / sdk
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "deploy.md").write_text(
             f"# {sdk} deploy\n\nUse `{sdk} deploy --memory LIMIT` to deploy a pod.\n"
         )
-        assert admin.principal is not None
-        owner = SourceOwner(admin.principal.organization_id, admin.principal.user_id, Visibility.ORGANIZATION)
+        principal = owner_person.principal
+        assert principal is not None
+        owner = SourceOwner(principal.organization_id, principal.user_id, Visibility.ORGANIZATION)
         assert lib.ingest(str(folder), sdk_name=sdk, sdk_version="1.0", owner=owner).status == "ok"
-        world.sdks[sdk] = (org, "organization", admin.name)
+        world.sdks[sdk] = (org, "organization", owner_person.name)
     public = docs_folder / "opentool"
     public.mkdir(parents=True, exist_ok=True)
     (public / "deploy.md").write_text(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import inspect, text
 
@@ -70,34 +71,34 @@ def test_postgres_migrates_to_head(postgres_url: str) -> None:
     assert {"attributes", "search_vector", "search_scope"} <= columns
 
 
+def _insert(connection: Any, table: str, **values: object) -> None:
+    columns = ", ".join(values)
+    connection.execute(
+        text(f"INSERT INTO {table} ({columns}) VALUES ({', '.join(':' + c for c in values)})"), values
+    )
+
+
 def _store_at_0009(url: str) -> None:
     old = create_database_engine(url)
     migrate(old, "0009")
+    day = "2026-01-01"
     with old.begin() as connection:
-        for source_id, sdk in ((1, "'acme'"), (2, "NULL")):
-            connection.execute(
-                text(
-                    "INSERT INTO sources (id, source_key, uri, kind, sdk_name, tags, created_at, last_errors, "
-                    f"last_stats, options) VALUES ({source_id}, 'k{source_id}', '/docs{source_id}', 'local', "
-                    f"{sdk}, '[]', '2026-01-01', '[]', '{{}}', '{{}}')"
-                )
-            )
-            connection.execute(
-                text(
-                    "INSERT INTO documents (id, source_id, path, source_url, current_version_no, created_at, "
-                    f"updated_at) VALUES ({source_id}, {source_id}, 'a.md', 'file:///a.md', 1, '2026-01-01', "
-                    "'2026-01-01')"
-                )
-            )
-            connection.execute(
-                text(
-                    "INSERT INTO chunks (document_id, document_version_no, ordinal, sdk_name, entity_type, "
-                    "section_path, source_url, content, content_hash, last_fetched_at, embedding_model_version, "
-                    f"tags, attributes, search_title, search_scope) VALUES ({source_id}, 1, 0, {sdk}, 'section', "
-                    "'Rotation', 'file:///a.md', 'Rotate the keys quarterly', 'h', '2026-01-01', 'm', '[]', '{}', "
-                    "'Rotation', '')"
-                )
-            )
+        for number, sdk in ((1, "acme"), (2, None)):
+            _insert(
+                connection, "sources", id=number, source_key=f"k{number}", uri=f"/docs{number}", kind="local",
+                sdk_name=sdk, tags="[]", created_at=day, last_errors="[]", last_stats="{}", options="{}",
+            )  # fmt: skip
+            _insert(
+                connection, "documents", id=number, source_id=number, path="a.md", source_url="file:///a.md",
+                current_version_no=1, created_at=day, updated_at=day,
+            )  # fmt: skip
+            _insert(
+                connection, "chunks", document_id=number, document_version_no=1, ordinal=0, sdk_name=sdk,
+                entity_type="section", section_path="Rotation", source_url="file:///a.md",
+                content="Rotate the keys quarterly", content_hash="h", last_fetched_at=day,
+                embedding_model_version="m", tags="[]", attributes="{}", search_title="Rotation",
+                search_scope="",
+            )  # fmt: skip
     old.dispose()
 
 
@@ -110,8 +111,12 @@ def test_a_revision_0009_store_moves_into_the_local_organisation(tmp_path: Path)
     engine, _ = open_database(url)
 
     with engine.connect() as connection:
-        grants = dict(connection.execute(text("SELECT document_id, access_grants FROM chunks")).all())
-        visibility = dict(connection.execute(text("SELECT id, visibility FROM documents")).all())
+        grants: dict[int, str] = dict(
+            connection.execute(text("SELECT document_id, access_grants FROM chunks")).all()
+        )
+        visibility: dict[int, str] = dict(
+            connection.execute(text("SELECT id, visibility FROM documents")).all()
+        )
         queued = connection.execute(text("SELECT count(*) FROM vector_outbox")).scalar_one()
         users = connection.execute(text("SELECT organization_id, name, is_admin FROM users")).all()
         public_hits = connection.execute(
@@ -132,7 +137,9 @@ def test_postgres_store_moves_into_the_local_organisation(postgres_url: str) -> 
     engine, _ = open_database(postgres_url)
 
     with engine.connect() as connection:
-        grants = dict(connection.execute(text("SELECT document_id, access_grants FROM chunks")).all())
+        grants: dict[int, list[str]] = dict(
+            connection.execute(text("SELECT document_id, access_grants FROM chunks")).all()
+        )
         next_user = connection.execute(
             text("SELECT nextval(pg_get_serial_sequence('users', 'id'))")
         ).scalar_one()
