@@ -51,6 +51,20 @@ SEVERITIES = ("critical", "high", "medium", "low")
 SOURCE_TYPES = ("manual", "investigation", "import", "github")
 KNOWLEDGE_KIND = "knowledge"
 MAX_CONTENT_CHARS = 2_000_000
+# The fields a version records (besides its content), shown when an old version is read.
+_VERSIONED = frozenset(
+    {
+        "title",
+        "description",
+        "document_type",
+        "category",
+        "tags",
+        "visibility",
+        "allowed_teams",
+        "severity",
+        "content_structured",
+    }
+)
 # Sources whose documents are edited here; everything else is changed by re-ingesting its source.
 _EDITABLE = frozenset({"manual", "investigation", "import", "github"})
 
@@ -247,7 +261,11 @@ class KnowledgeDocuments:
             if count_view and version is None:
                 document.view_count = (document.view_count or 0) + 1
                 document.last_used_at = utcnow()
-            return {**document_view(session, document), **_version_view(row), "content": row.text}
+            view = document_view(session, document)
+            if row.version_no != document.current_version_no:  # an old version: its own fields
+                recorded = {key: value for key, value in (row.fields or {}).items() if key in _VERSIONED}
+                view.update(recorded, is_public=recorded.get("visibility") == Visibility.PUBLIC.value)
+            return {**view, **_version_view(row), "content": row.text}
 
     def history(self, principal: Principal, document_id: int) -> list[dict[str, Any]]:
         """Every version of a document, newest first, without content."""
