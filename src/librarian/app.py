@@ -24,6 +24,9 @@ from librarian.embeddings.base import Embedder
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.embeddings.factory import create_embedder
 from librarian.errors import InvalidInputError, LibrarianError
+from librarian.incidents.learning import LearningService
+from librarian.incidents.service import IncidentService
+from librarian.incidents.solutions import SolutionService
 from librarian.index.base import SearchFilter, VectorStore
 from librarian.index.exact import ExactScopeSearch
 from librarian.index.factory import create_vector_store
@@ -116,6 +119,9 @@ class Librarian:
         self.default_principal: Principal = local_principal()
         self.identity = IdentityService(self.sessions)
         self.knowledge = KnowledgeService(self)
+        self.incidents = IncidentService(self)
+        self.solutions = SolutionService(self)
+        self.learning = LearningService(self)
 
     # -- wiring -------------------------------------------------------------------------------
 

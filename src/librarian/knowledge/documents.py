@@ -138,11 +138,27 @@ class KnowledgeDocuments:
             InvalidInputError: a missing title or content, an unknown type, severity or visibility.
             ForbiddenError: no ``write`` scope, or ``public`` asked for by a non-administrator.
         """
+        with self._sessions.begin() as session:
+            document_id = self.create_in(session, principal, draft).id
+        self._lib.vectors.apply_outbox()
+        return self.get(principal, document_id, count_view=False)
+
+    def create_in(self, session: Session, principal: Principal, draft: DocumentDraft) -> Document:
+        """Add a document inside the caller's transaction (with an incident, a solution...).
+
+        The caller must apply the vector outbox after committing (``lib.vectors.apply_outbox()``).
+        """
         principal.require(Scope.WRITE, "adding knowledge")
         _check(draft, creating=True)
+        labels = self.labels_for(principal, draft)
+        source = self._knowledge_source(session, principal.organization_id)
+        return self._write_version(session, source, uuid.uuid4().hex, draft, labels, principal, previous=None)
+
+    def labels_for(self, principal: Principal, draft: DocumentDraft) -> repository.DocumentLabels:
+        """The labels and access of something ``principal`` creates from ``draft`` (checked)."""
         teams = self._lib.identity.team_ids_of(principal.organization_id, draft.allowed_teams or ())
         owner = owner_for(principal, draft.visibility or Visibility.ORGANIZATION.value, teams)
-        labels = repository.DocumentLabels(
+        return repository.DocumentLabels(
             organization_id=owner.organization_id,
             created_by=principal.user_id,
             visibility=(owner.visibility or Visibility.ORGANIZATION).value,
@@ -151,13 +167,6 @@ class KnowledgeDocuments:
             category=draft.category,
             tags=tuple(draft.tags or ()),
         )
-        path = uuid.uuid4().hex
-        with self._sessions.begin() as session:
-            source = self._knowledge_source(session, principal.organization_id)
-            document = self._write_version(session, source, path, draft, labels, principal, previous=None)
-            document_id = document.id
-        self._lib.vectors.apply_outbox()
-        return self.get(principal, document_id, count_view=False)
 
     def update(
         self, principal: Principal, document_id: int, base_version: int, draft: DocumentDraft
