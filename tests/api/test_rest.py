@@ -141,31 +141,30 @@ def test_knowledge_query_filters_by_sdk_and_version(client: TestClient) -> None:
     assert empty.status_code == 422  # a version without an SDK
 
 
-def test_knowledge_save_stores_a_file_and_makes_it_searchable(client: TestClient, lib: Librarian) -> None:
+def test_knowledge_save_is_save_learning_and_makes_it_searchable(client: TestClient) -> None:
     response = client.post(
         "/knowledge/save",
         json={
-            "title": "../../Deploy runbook: Friday!",
+            "title": "Deploy runbook: Friday!",
+            "document_type": "runbook",
             "content": "Never deploy the billing service on a Friday afternoon.",
-            "category": "operations",
             "tags": ["deploy"],
         },
     )
-    assert response.status_code == 200, response.text
-    assert response.json()["added"] == 1
-    stored = lib.settings.home / "knowledge" / "deploy-runbook-friday.md"
-    assert "billing service" in stored.read_text(encoding="utf-8")
+    assert response.status_code == 201, response.text
+    saved = response.json()
+    assert saved["incident"] is None and saved["solution"] is None  # nothing to match on
     results = client.post(
         "/knowledge/query",
-        json={"query": "when not to deploy billing", "document_type": "note", "tags": ["deploy"]},
+        json={"query": "when not to deploy billing", "document_type": "runbook", "tags": ["deploy"]},
     ).json()["results"]
-    assert results and results[0]["category"] == "operations"
+    assert results and results[0]["source_url"] == f"/knowledge/{saved['document_id']}"
 
 
-def test_knowledge_save_refuses_a_title_without_a_file_name(client: TestClient) -> None:
-    response = client.post("/knowledge/save", json={"title": "../..", "content": "text"})
+def test_knowledge_save_refuses_a_type_it_cannot_save(client: TestClient) -> None:
+    response = client.post("/knowledge/save", json={"title": "t", "content": "text", "document_type": "wiki"})
     assert response.status_code == 422
-    assert "cannot name a file" in response.json()["message"]
+    assert "document_type" in response.json()["message"]
 
 
 def test_sdks_lists_names_versions_and_counts(client: TestClient) -> None:
@@ -246,6 +245,13 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/knowledge/documents/{document_id}/versions",
         "/knowledge/documents/{document_id}/restore",
         "/knowledge/documents/{document_id}/feedback",
+        "/incidents",
+        "/incidents/{incident_id}",
+        "/incidents/import",
+        "/incidents/similar",
+        "/incidents/{incident_id}/feedback",
+        "/solutions/query",
+        "/solutions/{solution_id}/outcomes",
     }
     assert document["paths"]["/sources"]["post"]["description"]
     assert "ResearchRequest" in document["components"]["schemas"]

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from librarian.api.auth import install_authentication
+from librarian.api.incident_routes import incident_router
 from librarian.api.jobs import Job, JobRegistry, JobStatus
 from librarian.api.knowledge_routes import caller, knowledge_router
 from librarian.app import Librarian
@@ -32,10 +33,8 @@ from librarian.research.feedback import record_feedback
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
 
-KNOWLEDGE_FOLDER = "knowledge"
 logger = logging.getLogger(__name__)
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")
-_UNSAFE_NAME = re.compile(r"[^a-z0-9]+")
 
 
 # -- models -------------------------------------------------------------------------------------
@@ -180,16 +179,6 @@ class KnowledgeResults(BaseModel):
     results: list[SearchHit]
 
 
-class KnowledgeDocument(BaseModel):
-    """An organisational knowledge document (a note, a runbook, a decision) to save and index."""
-
-    title: str = Field(min_length=1, max_length=200, description="Also names the stored file.")
-    content: str = Field(min_length=1, max_length=2_000_000, description="Markdown body (at most 2 MB).")
-    document_type: str = Field(default="note", min_length=1)
-    category: str | None = None
-    tags: list[str] = Field(default_factory=list)
-
-
 class IngestResult(BaseModel):
     """What one ingest run did."""
 
@@ -316,27 +305,6 @@ def _knowledge_router(lib: Librarian) -> APIRouter:
             principal=caller(request),
         )
         return {"results": [hit.to_dict() for hit in hits]}
-
-    @router.post("/save", response_model=IngestResult)
-    def save(body: KnowledgeDocument) -> dict[str, Any]:
-        """Save an organisational knowledge document and index it at once.
-
-        Decision: knowledge saved over the API lives as Markdown files in the data directory
-        (``<home>/knowledge/<slug>.md``), so it is versioned and re-indexed like any other source,
-        can be backed up or edited with ordinary tools, and survives a rebuild of the index. The
-        file name is derived from the title (lower-case letters, digits and dashes); the client
-        never chooses a path. Saving the same title again replaces the document. Each file is its
-        own source, so its type, category and tags never relabel other saved documents.
-
-        Raises 422 when the title has no letters or digits to name a file with.
-        """
-        path = knowledge_path(lib.settings.home, body.title)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_as_markdown(body.title, body.content), encoding="utf-8")
-        report = lib.ingest(
-            str(path), document_type=body.document_type, category=body.category, tags=tuple(body.tags)
-        )
-        return report.to_dict()
 
     return router
 
@@ -472,6 +440,7 @@ def create_app(
     app.include_router(_research_router(lib))
     app.include_router(_knowledge_router(lib))
     app.include_router(knowledge_router(lib))
+    app.include_router(incident_router(lib))
     app.include_router(_sdks_router(lib))
     app.include_router(_sources_router(lib, app.state.jobs, roots, allow_private, allow_ssh))
 
@@ -514,26 +483,6 @@ def validation_message(errors: Sequence[Any]) -> str:
         parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
     more = len(errors) - len(parts)
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
-def knowledge_path(home: Path, title: str) -> Path:
-    """Where the knowledge document titled ``title`` is stored: ``<home>/knowledge/<slug>.md``.
-
-    Raises:
-        InvalidInputError: the title has no letters or digits (nothing to name a file with).
-    """
-    slug = _UNSAFE_NAME.sub("-", title.lower()).strip("-")[:80].strip("-")
-    if not slug:
-        raise InvalidInputError(
-            f"the title {title!r} cannot name a file",
-            hint="use a title with at least one ASCII letter or digit",
-        )
-    return home / KNOWLEDGE_FOLDER / f"{slug}.md"
-
-
-def _as_markdown(title: str, content: str) -> str:
-    body = content.strip()
-    return f"{body}\n" if body.startswith("# ") else f"# {title.strip()}\n\n{body}\n"
 
 
 def check_source_uri(

@@ -31,6 +31,7 @@ from librarian.cli.common import (
 )
 from librarian.cli.connectors import crawl, ingest_cli, ingest_openapi, ingest_package
 from librarian.cli.demo import demo
+from librarian.cli.incidents import incidents_app, solutions_app
 from librarian.cli.knowledge import knowledge_app
 from librarian.cli.refresh import refresh, refresh_interval, schedule
 from librarian.cli.research import feedback, research, sdks
@@ -52,6 +53,8 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(admin_app, name="admin")
 app.add_typer(knowledge_app, name="knowledge")
+app.add_typer(incidents_app, name="incidents")
+app.add_typer(solutions_app, name="solutions")
 app.command("worker")(worker)
 
 

@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute
 from librarian.app import Librarian
 from librarian.errors import LibrarianError
 from librarian.mcp.caller import tool_caller
+from librarian.mcp.incident_tools import register_incident_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
 from librarian.research import feedback as feedback_store
 from librarian.research.sdks import indexed_sdks
@@ -29,7 +30,8 @@ INSTRUCTIONS = (
     "exact version you use, with the source of every snippet. When a command fails, call "
     "research_api_usage with the SDK name, what you were trying to do and the error text. Call "
     "list_sdks to see what is indexed, search_documentation for free-form search of the docs, and "
-    "search_knowledge for the organisation's runbooks, incident reports and solutions."
+    "search_knowledge for the organisation's runbooks, incident reports and solutions. When "
+    "investigating a problem, call find_similar_incidents and get_solution, and save_learning at the end."
 )
 
 T = TypeVar("T")
@@ -176,6 +178,7 @@ def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
         return _tool_errors(listing)
 
     register_knowledge_tools(server, lib)
+    register_incident_tools(server, lib)
     return server
 
 
