@@ -5,9 +5,11 @@ design's ``problem_signature``). Matching uses normal forms:
 
 * a symptom becomes its set of content words, stemmed lightly (``crashes``, ``crashed`` and
   ``crashing`` are ``crash``), so "pod crashed" matches "pods crashing";
-* an error message is normalised exactly as research normalises error text
+* an error message is normalised as research normalises error text
   (:func:`librarian.research.error_signature.normalize_error`: ids, paths, numbers and quoted values
-  become placeholders), so ``OOMKilled pod web-7f9c`` and ``OOMKilled pod web-2b1d`` are one error;
+  become placeholders), and generated names keep only their base (``checkout-7f9c4-x2`` becomes
+  ``checkout-<gen>``: pods, replica sets and jobs get such suffixes), so ``OOMKilled pod web-7f9c``
+  and ``OOMKilled pod web-2b1d`` are one error;
 * a service is its lower-case name; infrastructure likewise.
 """
 
@@ -58,6 +60,14 @@ def symptoms_match(first: frozenset[str], second: frozenset[str]) -> bool:
         return False
     shared = len(first & second)
     return first <= second or second <= first or shared / min(len(first), len(second)) >= 0.5
+
+
+_GENERATED = re.compile(r"\b([a-z][a-z_]*(?:-[a-z][a-z_]*)*)(?:-[a-z0-9]*\d[a-z0-9]*)(?:-[a-z0-9]+)*\b")
+
+
+def normalize_incident_error(message: str) -> str:
+    """Research's normal form of an error, with generated resource names reduced to their base."""
+    return _GENERATED.sub(r"\1-<gen>", normalize_error(message))
 
 
 def errors_match(first: str, second: str) -> bool:
@@ -136,7 +146,7 @@ class ProblemSignature:
         """The normal forms matching compares (see the module documentation)."""
         return {
             "symptoms": [sorted(symptom_terms(symptom)) for symptom in self.symptoms],
-            "errors": sorted({normalize_error(message) for message in self.error_messages} - {""}),
+            "errors": sorted({normalize_incident_error(message) for message in self.error_messages} - {""}),
             "services": sorted({service.lower() for service in self.affected_services}),
             "infrastructure": (self.infrastructure or "").lower() or None,
         }
