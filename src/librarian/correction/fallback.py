@@ -26,6 +26,8 @@ class _Loop(Protocol):
     options: LoopOptions
     escalations: Path | None
 
+    def investigation_escalated(self, report: EscalationReport) -> None: ...
+
 
 def ask_user(loop: _Loop, run: LoopRun, step: StepRecorder) -> ClarificationRequest:
     """Pause the workflow with a question only the user can answer."""
@@ -104,6 +106,7 @@ def escalate(loop: _Loop, run: LoopRun, step: StepRecorder, *, reason: str | Non
         report.reason + (f"; report: {paths[0]}" if paths else ""),
         {"report": report.to_dict(), "paths": paths},
     )
+    loop.investigation_escalated(report)
 
 
 def _key(subject: Any) -> Any:

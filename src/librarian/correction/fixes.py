@@ -34,7 +34,7 @@ import json
 import logging
 import shlex
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -205,6 +205,8 @@ class FixStore:
             snippet as helpful research feedback; ``None`` records none.
         policy: the strategy policy that receives rewards (default UCB1 policy).
         actor: the name written in timeline events.
+        on_settled: called with each settlement and its attempt after the verdict is committed (the
+            loop saves fixed failures as incidents there); its errors are logged, never raised.
     """
 
     def __init__(
@@ -215,12 +217,14 @@ class FixStore:
         feedback_sessions: sessionmaker[Session] | None = None,
         policy: StrategyPolicy | None = None,
         actor: str = "correction-loop",
+        on_settled: Callable[[Settlement, CorrectionAttempt], None] | None = None,
     ) -> None:
         self.sessions = sessions
         self.workspaces = workspaces
         self.feedback_sessions = feedback_sessions
         self.policy = policy or StrategyPolicy()
         self.actor = actor
+        self.on_settled = on_settled
 
     # -- reuse ------------------------------------------------------------------------------------
 
@@ -512,6 +516,11 @@ class FixStore:
             actor=self.actor,
             data=settlement.to_dict(),
         )
+        if self.on_settled is not None:
+            try:
+                self.on_settled(settlement, attempt)
+            except LibrarianError:
+                logger.warning("could not record what attempt %s taught", attempt.id)
         if settlement.outcome == "succeeded" and self.feedback_sessions is not None and attempt.error_text:
             for snippet in [s for s in attempt.snippets or [] if s.get("used")]:
                 try:
@@ -537,6 +546,7 @@ def learn_from_workflow(
     workspaces: Path | None = None,
     feedback_sessions: sessionmaker[Session] | None = None,
     policy: StrategyPolicy | None = None,
+    on_settled: Callable[[Settlement, CorrectionAttempt], None] | None = None,
 ) -> list[Settlement]:
     """Settle a workflow's correction attempts: verified fixes, counts, rewards (see the module docs).
 
@@ -548,7 +558,13 @@ def learn_from_workflow(
     """
     with sessions() as session:
         workflow = store.get_workflow(session, workflow_id)
-    fixes = FixStore(sessions, workspaces=workspaces, feedback_sessions=feedback_sessions, policy=policy)
+    fixes = FixStore(
+        sessions,
+        workspaces=workspaces,
+        feedback_sessions=feedback_sessions,
+        policy=policy,
+        on_settled=on_settled,
+    )
     return fixes.settle(workflow.workflow_id)
 
 

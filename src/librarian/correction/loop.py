@@ -54,11 +54,12 @@ from librarian.correction import code_flow
 from librarian.correction.answers import USER_COMMAND_CONFIDENCE, answer_command, answers_for
 from librarian.correction.command_flow import CommandKind, command_failure, offline_candidates
 from librarian.correction.command_tree import CommandTree
-from librarian.correction.escalation import FailedCommand
+from librarian.correction.escalation import EscalationReport, FailedCommand
 from librarian.correction.fallback import ask_user, escalate
-from librarian.correction.fixes import AttemptRecord, FixStore, learn_from_workflow
+from librarian.correction.fixes import AttemptRecord, FixStore, Settlement, learn_from_workflow
 from librarian.correction.llm_corrector import LLMCorrector, LLMRequest
 from librarian.correction.locate import locate_task
+from librarian.correction.models import CorrectionAttempt
 from librarian.correction.narration import candidates_summary, research_summary, trigger_summary
 from librarian.correction.on_demand import DocsOnDemand
 from librarian.correction.options import CorrectionOption, build_plan, from_candidate, rank_options
@@ -86,6 +87,7 @@ from librarian.correction.triggers import (
 from librarian.correction.values import rejected_options
 from librarian.correction.versions import VersionCache
 from librarian.errors import InvalidInputError, LibrarianError
+from librarian.incidents.investigations import record_escalation, record_fixed
 from librarian.llm import LLMClient
 from librarian.runtime.correctors import (
     ClarificationRequest,
@@ -178,6 +180,7 @@ class SelfCorrectingCorrector:
             feedback_sessions=feedback_sessions,
             policy=self.policy,
             actor=self.name,
+            on_settled=self.investigation_settled,
         )
         self._engine: Engine | None = None
         self._owned_librarian: Librarian | None = None
@@ -244,7 +247,18 @@ class SelfCorrectingCorrector:
             workflow_id,
             workspaces=self.environment.root,
             feedback_sessions=self.fixes.feedback_sessions,
+            on_settled=self.investigation_settled,
         )
+
+    def investigation_settled(self, settlement: Settlement, attempt: CorrectionAttempt) -> None:
+        """Save a failure this loop fixed as an incident (see :mod:`librarian.incidents.investigations`)."""
+        if self.librarian is not None and settlement.outcome == "succeeded":
+            record_fixed(self.librarian, attempt, settlement)
+
+    def investigation_escalated(self, report: EscalationReport) -> None:
+        """Save an escalated failure as an incident whose fix is still unknown."""
+        if self.librarian is not None:
+            record_escalation(self.librarian, report)
 
     def close(self) -> None:
         """Release what :meth:`from_settings` and :func:`loop_correctors` opened."""

@@ -287,7 +287,13 @@ def _one_run(
             report.workflow_id,
             workspaces=corrector.environment.root,
             feedback_sessions=corrector.fixes.feedback_sessions,
+            on_settled=corrector.investigation_settled,
         )
+        if corrector.librarian is not None:
+            saved = corrector.librarian.incidents.list_incidents(corrector.librarian.default_principal, limit=500)
+            mine = [item["id"] for item in saved if item["workflow_id"] == str(report.workflow_id)]
+            if mine:
+                say(f"run {number}: the investigation was saved as incident {', '.join(map(str, mine))}")
         # The settlements wrote their own timeline entries; read the log after them.
         timeline = read_timeline(corrector.sessions, report.workflow_id)
         report = runtime.status(report.workflow_id)
