@@ -9,7 +9,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from librarian.app import Librarian
 from librarian.cli.demo import demo
+from librarian.config import Settings
+from librarian.incidents.signature import ProblemSignature
 
 # The same commands a search for the upload meets in the full s3/s3api trees (the right one among
 # look-alikes that also take --tagging), so the test indexes in seconds rather than minutes.
@@ -66,6 +69,27 @@ def test_librarian_demo_fixes_the_upload_then_reuses_the_fix(
     assert first["learned"][0]["new_fix"] and second["learned"][0]["successes"] == 2
     assert output["object_tags"] == [{"Key": "compliance", "Value": "strict"}]
     assert first["object_tags"] == second["object_tags"] == output["object_tags"]
+
+    # Each fixed run saved its investigation as an incident the next agent finds, and the verified
+    # fix is the solution get_solution offers for that error, with both successes counted.
+    with Librarian(Settings(home=tmp_path / "home")) as lib:
+        me = lib.default_principal
+        incidents = [i for i in lib.incidents.list_incidents(me) if i["workflow_id"]]
+        assert len(incidents) == 2 and all(i["was_successful"] for i in incidents)
+        saved = lib.incidents.get(me, incidents[0]["id"])
+        error = saved["problem_signature"]["error_messages"][0]
+        similar = lib.incidents.find_similar(
+            me, "upload with tags", signature=ProblemSignature(error_messages=(error,))
+        )
+        assert {i["id"] for i in similar[:2]} == {i["id"] for i in incidents}
+    # The demo keeps its runtime (and so its verified fixes) in <home>/demo, apart from the user's
+    # store; a store sharing the runtime's database offers them as solutions.
+    with Librarian(Settings(home=tmp_path / "home" / "demo")) as runtime_store:
+        solutions = runtime_store.solutions.get_solution(
+            runtime_store.default_principal, ProblemSignature(error_messages=(error,))
+        )
+        fix = next(s for s in solutions if s["kind"] == "verified_fix")
+        assert fix["successes"] == 2 and "s3api put-object" in fix["solution"]
 
     # Again, for a person: the docs are kept, the memory of fixes starts empty, the story is printed.
     again = CliRunner().invoke(app, ["demo", *scopes], env={"COLUMNS": "200"})

@@ -289,8 +289,9 @@ def _one_run(
             feedback_sessions=corrector.fixes.feedback_sessions,
             on_settled=corrector.investigation_settled,
         )
-        if corrector.librarian is not None:
-            saved = corrector.librarian.incidents.list_incidents(corrector.librarian.default_principal, limit=500)
+        store = corrector.librarian
+        if store is not None:
+            saved = store.incidents.list_incidents(store.default_principal, limit=500)
             mine = [item["id"] for item in saved if item["workflow_id"] == str(report.workflow_id)]
             if mine:
                 say(f"run {number}: the investigation was saved as incident {', '.join(map(str, mine))}")

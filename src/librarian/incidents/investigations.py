@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from librarian.correction.models import CorrectionAttempt
 
 logger = logging.getLogger(__name__)
-_ERROR_CHARS = 1000
+# The loop keeps at most 4,000 characters of a failure's output (ERROR_TEXT_CHARS); so does a signature.
+_ERROR_CHARS = 4000
 
 
 def record_fixed(lib: Librarian, attempt: CorrectionAttempt, settlement: Settlement) -> int | None:

@@ -26,6 +26,7 @@ from librarian.incidents.signature import ProblemSignature, errors_match
 from librarian.incidents.similarity import WEIGHTS, structured_parts
 from librarian.index.grants_sql import grants_condition
 from librarian.knowledge.access import LOCAL_ORGANIZATION_ID, Principal, Scope, can_read
+from librarian.research.error_signature import normalize_error
 from librarian.storage.models import as_utc, utcnow
 
 if TYPE_CHECKING:
@@ -188,7 +189,8 @@ class SolutionService:
     def _verified_fixes(
         session: Session, signature: ProblemSignature
     ) -> list[tuple[float, int, str, dict[str, Any]]]:
-        errors = signature.normalized()["errors"]
+        # Fixes store research's normal form of the error (correction/problem.py): compare in it.
+        errors = sorted({normalize_error(message) for message in signature.error_messages} - {""})
         if not errors:
             return []
         found = []
