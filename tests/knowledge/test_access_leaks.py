@@ -23,10 +23,11 @@ from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import NotFoundError
+from librarian.incidents.signature import ProblemSignature
 from librarian.knowledge.search import KnowledgeFilters
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
-from tests.knowledge.world import TOPICS, World, build_world
+from tests.knowledge.world import TOPICS, Doc, World, build_world
 from tests.mcp.test_mcp import serve_with_mcp, structured
 
 SEED = int(os.environ.get("LIBRARIAN_ACL_SEED") or random.SystemRandom().randrange(1_000_000))
@@ -61,6 +62,18 @@ class Ledger:
             else:
                 self.leaks.append(
                     f"{where}: {who} got document {document_id} ({doc.visibility} of {doc.author})"
+                )
+
+    def records(self, who: str, ids: list[int], table: dict[int, Doc], where: str) -> None:
+        """Incidents or solutions returned to ``who``."""
+        person = self.world.people[who]
+        for identifier in ids:
+            doc = table[identifier]
+            if self.world.may_see(person, doc):
+                self.visible_returned += 1
+            else:
+                self.leaks.append(
+                    f"{where}: {who} got record {identifier} ({doc.visibility} of {doc.author})"
                 )
 
     def urls(self, who: str, urls: list[str], where: str) -> None:
@@ -106,6 +119,24 @@ def test_no_backend_returns_what_a_caller_may_not_see(library: Librarian, tmp_pa
                 assert not world.may_see(person, doc), f"{name} was refused document {document_id} it may see"
         with library.sessions() as session:
             ledger.sdks(name, [s.name for s in indexed_sdks(session, principal.grants)], "indexed_sdks")
+        for topic in TOPICS[:4]:
+            signature = ProblemSignature(symptoms=(f"{topic} alert",), affected_services=(f"svc-{topic}",))
+            similar = library.incidents.find_similar(
+                principal, f"{topic} alerts", signature=signature, limit=20
+            )
+            ledger.records(name, [i["id"] for i in similar], world.incidents, "find_similar")
+            solutions = library.solutions.get_solution(principal, signature, limit=20)
+            ledger.records(
+                name, [s["id"] for s in solutions if s["kind"] == "solution"], world.solutions, "get_solution"
+            )
+        listed_incidents = library.incidents.list_incidents(principal, limit=500)
+        ledger.records(name, [i["id"] for i in listed_incidents], world.incidents, "list_incidents")
+        for incident_id, record in world.incidents.items():
+            try:
+                library.incidents.get(principal, incident_id)
+                ledger.records(name, [incident_id], world.incidents, "incidents.get")
+            except NotFoundError:
+                assert not world.may_see(person, record)
         for sdk in world.sdks:
             answer = research_api_usage(library, sdk, "deploy a pod with a memory limit", principal=principal)
             if not answer["error"]:
@@ -115,6 +146,7 @@ def test_no_backend_returns_what_a_caller_may_not_see(library: Librarian, tmp_pa
 
     assert ledger.leaks == [], f"seed {SEED}: {len(ledger.leaks)} leaks\n" + "\n".join(ledger.leaks[:20])
     assert ledger.visible_returned > 100  # the queries did return what callers may see
+    assert world.incidents and world.solutions
 
 
 def test_the_access_filter_is_inside_the_query(library: Librarian, tmp_path: Path) -> None:
@@ -192,6 +224,25 @@ def test_rest_returns_nothing_a_caller_may_not_see(served_world: tuple[Librarian
                 else:
                     assert response.status_code == 404
             ledger.sdks(name, [s["sdk_name"] for s in client.get("/sdks", headers=auth).json()], "GET /sdks")
+            for topic in TOPICS[:3]:
+                body = {"description": f"{topic} alerts", "symptoms": [f"{topic} alert"], "limit": 20}
+                similar = client.post("/incidents/similar", json=body, headers=auth).json()[
+                    "similar_incidents"
+                ]
+                ledger.records(name, [i["id"] for i in similar], world.incidents, "POST /incidents/similar")
+                query = {
+                    "problem_signature": {
+                        "symptoms": [f"{topic} alert"],
+                        "affected_services": [f"svc-{topic}"],
+                    }
+                }
+                found = client.post("/solutions/query", json=query, headers=auth).json()["solutions"]
+                ledger.records(
+                    name,
+                    [s["id"] for s in found if s["kind"] == "solution"],
+                    world.solutions,
+                    "POST /solutions/query",
+                )
             for sdk in world.sdks:
                 answer = client.post(
                     "/research", json={"sdk_name": sdk, "query": "deploy"}, headers=auth
@@ -240,6 +291,16 @@ async def test_mcp_over_http_returns_nothing_a_caller_may_not_see(
                     result = await session.call_tool("get_document", {"document_id": document_id})
                     if not result.is_error:
                         ledger.documents(name, [document_id], "mcp get_document")
+                for topic in TOPICS[:2]:
+                    similar = structured(
+                        await session.call_tool(
+                            "find_similar_incidents",
+                            {"description": f"{topic} alerts", "symptoms": [f"{topic} alert"]},
+                        )
+                    )["similar_incidents"]
+                    ledger.records(
+                        name, [i["id"] for i in similar], world.incidents, "mcp find_similar_incidents"
+                    )
                 sdks = structured(await session.call_tool("list_sdks", {}))
                 ledger.sdks(name, [s["sdk_name"] for s in sdks], "mcp list_sdks")
     assert ledger.leaks == [], f"seed {SEED}:\n" + "\n".join(ledger.leaks[:20])

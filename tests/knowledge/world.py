@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from librarian.app import Librarian
+from librarian.incidents.learning import Learning
+from librarian.incidents.signature import ProblemSignature
 from librarian.knowledge.access import Principal, SourceOwner, Visibility
 from librarian.knowledge.documents import DocumentDraft
 
@@ -45,6 +47,9 @@ class World:
     documents: dict[int, Doc] = field(default_factory=dict)
     # SDK documentation ingested by a source: (sdk name, organisation, visibility, author).
     sdks: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # Incidents and solutions, with the visibility of the learning that made them.
+    incidents: dict[int, Doc] = field(default_factory=dict)
+    solutions: dict[int, Doc] = field(default_factory=dict)
 
     def may_see(self, person: Person, doc: Doc) -> bool:
         """The rules of the issue: public to all; else only inside the organisation, and then to
@@ -109,6 +114,26 @@ def build_world(lib: Librarian, seed: int, docs_folder: Path, documents: int = 4
         world.documents[created["id"]] = Doc(
             created["id"], author.organization, author.name, visibility, teams, topic
         )
+        if index % 3 == 0 and visibility != "teams":  # a saved investigation of the same visibility
+            saved = lib.learning.save(
+                author.principal,
+                Learning(
+                    title=f"{topic} investigation {index}",
+                    content=f"The {topic} alerts fired; {words}.",
+                    problem_signature=ProblemSignature(
+                        symptoms=(f"{topic} alert", rng.choice(WORDS)),
+                        error_messages=(f"{topic} error code {rng.randint(1, 9)}",),
+                        affected_services=(f"svc-{topic}",),
+                    ),
+                    solution=f"Restart the {topic} service",
+                    worked=True,
+                    visibility=visibility,
+                ),
+            )
+            record = Doc(saved["document_id"], author.organization, author.name, visibility, set(), topic)
+            world.documents[saved["document_id"]] = record
+            world.incidents[saved["incident"]["id"]] = record
+            world.solutions[saved["solution"]["id"]] = record
     # SDK documentation: each organisation's own tool, organisation-wide, and one public SDK.
     for org_index in range(3):
         org = f"org{org_index}"
