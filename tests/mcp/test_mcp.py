@@ -34,6 +34,11 @@ TOOLS = {
     "search_knowledge",
     "get_document",
     "record_knowledge_feedback",
+    "find_similar_incidents",
+    "get_solution",
+    "save_learning",
+    "mark_incident_similarity",
+    "record_solution_outcome",
 }
 
 
@@ -126,6 +131,47 @@ async def exercise(session: ClientSession) -> None:
         )
     )
     assert rated["usefulness_score"] > 2.5 and rated["feedback_count"] >= 1
+    # An investigation saved over MCP is found by the next one, with its solution.
+    signature = {
+        "error_messages": ["FATAL: too many connections for role app-7f3k2"],
+        "affected_services": ["orders"],
+    }
+    saved = structured(
+        await session.call_tool(
+            "save_learning",
+            {
+                "title": "Orders DB connection storm",
+                "content": "The orders API exhausted Postgres connections after a pool misconfiguration.",
+                "problem_signature": signature,
+                "solution": "Set the pool size to 20 and add PgBouncer",
+                "worked": True,
+            },
+        )
+    )
+    similar = structured(
+        await session.call_tool(
+            "find_similar_incidents",
+            {
+                "description": "orders cannot reach the database",
+                "error_messages": ["FATAL: too many connections for role app-91xz0"],
+            },
+        )
+    )["similar_incidents"]
+    # (the stdio and HTTP sessions share one store: each saved one such incident)
+    assert similar[0]["title"] == saved["incident"]["title"] and similar[0]["matched"]["error_messages"]
+    solutions = structured(await session.call_tool("get_solution", {"problem_signature": signature}))[
+        "solutions"
+    ]
+    assert solutions[0]["solution"].startswith("Set the pool size") and solutions[0]["successes"] >= 1
+    outcome = structured(
+        await session.call_tool(
+            "record_solution_outcome", {"solution_id": solutions[0]["id"], "worked": True}
+        )
+    )
+    assert outcome["successes"] == solutions[0]["successes"] + 1
+    wrong = await session.call_tool("get_solution", {"problem_signature": {"symptoms": "x", "colour": 1}})
+    assert wrong.is_error and "colour" in wrong.content[0].text  # type: ignore[union-attr]
+
     bad_filter = await session.call_tool("search_knowledge", {"query": "x", "filters": {"colour": "red"}})
     assert bad_filter.is_error
     assert "colour" in bad_filter.content[0].text  # type: ignore[union-attr]
