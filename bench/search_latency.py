@@ -89,6 +89,7 @@ def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
                     tags=[],
                     last_errors=[],
                     last_stats={},
+                    visibility="public",
                 )
                 session.add(source)
                 session.flush()
@@ -97,10 +98,13 @@ def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
                     path="synthetic.md",
                     source_url="bench://synthetic",
                     current_version_no=1,
+                    visibility="public",
+                    access_grants=["public"],
                 )
                 session.add(document)
                 session.flush()
-                scope = scope_tokens(sdk, version, "sdk_reference", None, ())
+                # SDK documentation is public: every caller's grants include "public".
+                scope = scope_tokens(sdk, version, "sdk_reference", None, (), ("public",))
                 rows = []
                 for ordinal in range(per_scope):
                     text = f"{sdk} {version} {ordinal} " + " ".join(rng.choice(words) for _ in range(60))
@@ -126,6 +130,7 @@ def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
                             tags=[],
                             search_title=entity,
                             search_scope=scope,
+                            access_grants=["public"],
                         )
                     )
                 session.add_all(rows)
@@ -143,7 +148,11 @@ def build(lib: Librarian, chunks: int, seed: int = 7) -> float:
                     for row, vector in zip(rows, vectors, strict=True)
                 )
             meta = VectorMetadata(
-                sdk_name=sdk, sdk_version=version, document_type="sdk_reference", fetched_at=now
+                sdk_name=sdk,
+                sdk_version=version,
+                document_type="sdk_reference",
+                fetched_at=now,
+                access_grants=("public",),
             )
             index.upsert([VectorRecord(next_id + i, vectors[i], meta) for i in range(per_scope)])
             next_id += per_scope

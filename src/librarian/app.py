@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -205,8 +205,13 @@ class Librarian:
                 ),
                 vector_weight=self.settings.hybrid_vector_weight,
                 candidates=self.settings.search_candidates,
+                grants_of=self._chunk_grants,
             )
         return self._retriever
+
+    def _chunk_grants(self, chunk_ids: Sequence[int]) -> dict[int, list[str]]:
+        with self.sessions() as session:
+            return repository.chunk_grants(session, chunk_ids)
 
     @property
     def llm(self) -> LLMClient | None:

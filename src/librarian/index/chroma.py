@@ -50,10 +50,12 @@ _EQUALITY_FIELDS: Final = ("sdk_name", "sdk_version", "document_type", "category
 # Chroma (1.x, local and server) evaluates a ``where`` filter by scanning metadata, which costs
 # tens of milliseconds at 100k records even when few records match, while an unfiltered query
 # costs one or two. A filtered query therefore first over-fetches unfiltered candidates and filters
-# them here; only when too few survive (the filter is selective) does it ask Chroma to filter.
-_OVERFETCH_FACTOR: Final = 10
+# them here (3 x k: enough when a third of the records pass, as for a caller's access grants);
+# when too few survive it asks once more for as many as the share that passed suggests, and only
+# when that would exceed the cap (the filter is selective) does it ask Chroma to filter.
+_OVERFETCH_FACTOR: Final = 3
 _OVERFETCH_MIN: Final = 100
-_OVERFETCH_MAX: Final = 400
+_OVERFETCH_MAX: Final = 1200
 
 Op = Literal["$eq", "$gte", "$lte", "$any"]
 Scalar = str | int | bool
@@ -272,7 +274,7 @@ class ChromaVectorIndex:
             if not clauses:
                 return self._nearest(query, k, None)
             candidates = max(_OVERFETCH_MIN, _OVERFETCH_FACTOR * k)
-            if candidates <= _OVERFETCH_MAX:
+            while candidates <= _OVERFETCH_MAX:
                 result = self._collection.query(
                     query_embeddings=query[np.newaxis, :],
                     n_results=candidates,
@@ -289,6 +291,12 @@ class ChromaVectorIndex:
                 # Fewer candidates than asked for means they were the whole collection.
                 if len(hits) >= k or len(ids) < candidates:
                     return hits[:k]
+                # Too few passed: ask once more for as many as the share that passed suggests.
+                share = max(len(hits), 1) / max(len(ids), 1)
+                wanted = int(k / share * 1.5) + 1
+                if wanted <= candidates:
+                    break
+                candidates = wanted
             return self._nearest(query, k, to_chroma_where(clauses))
 
     def _nearest(self, query: Vector, k: int, where: dict[str, Any] | None) -> list[tuple[int, float]]:

@@ -220,12 +220,17 @@ def search_knowledge(
             for document in session.scalars(select(Document).where(Document.id.in_(list(best))))
             if document.deleted_at is None and can_read(principal, document.access_grants)
         }
-        results = []
+        ranked = []
         for document_id, (cosine, content) in best.items():
             relevance = cosine + (KEYWORD_BONUS if document_id in keyword_matched else 0.0)
             document = documents.get(document_id)
             if document is None or not _passes(document, filters):
                 continue
+            score = relevance * usefulness_factor(document.usefulness_score)
+            ranked.append((score, document_id, relevance, content, document))
+        ranked.sort(key=lambda item: (-item[0], item[1]))
+        results = []
+        for score, _, relevance, content, document in ranked[:limit]:
             snippet, marks = highlight(content, query)
             view = document_view(session, document)
             results.append(
@@ -237,7 +242,7 @@ def search_knowledge(
                     "tags": view["tags"],
                     "severity": view["severity"],
                     "relevance_score": round(relevance, 6),
-                    "score": round(relevance * usefulness_factor(document.usefulness_score), 6),
+                    "score": round(score, 6),
                     "snippet": snippet,
                     "highlights": marks,
                     "last_used": view["last_used_at"],
@@ -251,8 +256,7 @@ def search_knowledge(
                     "source_url": document.source_url,
                 }
             )
-    results.sort(key=lambda result: (-result["score"], result["id"]))
-    return results[:limit]
+    return results
 
 
 def _passes(document: Document, filters: KnowledgeFilters) -> bool:

@@ -377,6 +377,17 @@ def chunks_by_ids(session: Session, ids: Sequence[int]) -> dict[int, Chunk]:
     return found
 
 
+def chunk_grants(session: Session, ids: Sequence[int]) -> dict[int, list[str]]:
+    """The access grants of chunks by primary key; ids that no longer exist are left out."""
+    found: dict[int, list[str]] = {}
+    for start in range(0, len(ids), 500):
+        rows = session.execute(
+            select(Chunk.id, Chunk.access_grants).where(Chunk.id.in_(ids[start : start + 500]))
+        )
+        found.update((chunk_id, list(grants or [])) for chunk_id, grants in rows)
+    return found
+
+
 def store_statistics(session: Session) -> dict[str, Any]:
     """Counts of sources, documents, versions and chunks, and chunks per SDK version."""
     per_sdk = session.execute(
