@@ -49,6 +49,21 @@ def stem(word: str) -> str:
     return word
 
 
+MAX_MENTIONS = 200
+_NAME_PART = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def mentioned_names(messages: tuple[str, ...]) -> set[str]:
+    """The words error lines name, whole and split at dots and dashes (``checkout-7f9c`` names
+    ``checkout``): an error often says which service failed when nobody listed it."""
+    names: set[str] = set()
+    for message in messages:
+        for word in _WORD.findall(message.lower()):
+            names.add(word)
+            names.update(_NAME_PART.findall(word))
+    return names
+
+
 def symptom_terms(symptom: str) -> frozenset[str]:
     """The content words of a symptom, stemmed."""
     return frozenset(stem(word) for word in _WORD.findall(symptom.lower()) if word not in STOPWORDS)
@@ -149,6 +164,7 @@ class ProblemSignature:
             "errors": sorted({normalize_incident_error(message) for message in self.error_messages} - {""}),
             "services": sorted({service.lower() for service in self.affected_services}),
             "infrastructure": (self.infrastructure or "").lower() or None,
+            "mentions": sorted(mentioned_names(self.error_messages))[:MAX_MENTIONS],
         }
 
     def key(self) -> str:
@@ -159,7 +175,7 @@ class ProblemSignature:
             "errors": normal["errors"],
             "services": normal["services"],
             "infrastructure": normal["infrastructure"],
-        }
+        }  # mentions are derived from the errors, which the key already holds
         return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode("utf-8")).hexdigest()
 
     def text(self, *, title: str = "", description: str = "") -> str:

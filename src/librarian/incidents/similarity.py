@@ -7,7 +7,9 @@
 * errors: the share of the query's error messages that match one of the incident's, both normalised
   as research normalises error text (equal, or near by research's error-similarity threshold);
 * symptoms: the share of the query's symptoms matching one of the incident's (word sets, stemmed);
-* services: the share of the query's services the incident affected; infrastructure: equal or not.
+* services: the share of the query's services the incident affected (when the query lists none, 1
+  if its error lines name one of the incident's services, as in ``pod checkout-7f9c``, else 0);
+  infrastructure: equal or not.
 
 Then what happened: an incident whose solution worked and did not recur is preferred (x1.05), one
 that recurred is not (x0.90), one whose fix failed less so (x0.97). Finally users' verdicts: each
@@ -79,12 +81,19 @@ def structured_parts(
         given: Sequence[str] = signature.get("symptoms") or []  # type: ignore[assignment]
         match.matching_symptoms = [given[index] for index in sorted(matched_incident) if index < len(given)]
     query_services: Sequence[str] = query.get("services") or []  # type: ignore[assignment]
+    theirs: Sequence[str] = incident.get("services") or []  # type: ignore[assignment]
     if query_services:
-        theirs = set(incident.get("services") or [])  # type: ignore[call-overload]
-        shared = [service for service in query_services if service in theirs]
+        shared = [service for service in query_services if service in set(theirs)]
         parts["services"] = len(shared) / len(query_services)
         match.matching_services = shared
         match.features += [f"service:{service}" for service in shared]
+    elif theirs and query.get("mentions"):
+        # Nobody listed the affected services, but the error lines may name one of the incident's.
+        mentioned = set(query.get("mentions") or [])  # type: ignore[call-overload]
+        named = [service for service in theirs if service in mentioned]
+        parts["services"] = 1.0 if named else 0.0
+        match.matching_services = named
+        match.features += [f"service:{service}" for service in named]
     if query.get("infrastructure"):
         match.infrastructure = query.get("infrastructure") == incident.get("infrastructure")
         parts["infrastructure"] = 1.0 if match.infrastructure else 0.0
