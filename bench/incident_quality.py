@@ -21,6 +21,7 @@ import argparse
 import json
 import random
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,7 @@ def evaluate(lib: Librarian, data: dict[str, Any]) -> dict[str, Any]:
 def _fill(template: str, service: str, rng: random.Random) -> str:
     """A template with fresh identifiers: {hex}, {alnum}, {num}, {date} differ at every use."""
     out = template.replace("{service}", service)
-    makers = {
+    makers: dict[str, Callable[[], str]] = {
         "{hex}": lambda: f"{rng.getrandbits(24):06x}"[:5],
         "{alnum}": lambda: "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(5)),
         "{num}": lambda: str(rng.randint(2, 99999)),
