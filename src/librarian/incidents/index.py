@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.incidents.models import Incident
+from librarian.incidents.similarity import error_terms
 from librarian.research.error_signature import terms_of_normalized
 
 Fingerprint = tuple[int, int, int]
@@ -39,6 +40,8 @@ class IncidentMatrix:
     vectors: npt.NDArray[np.float32]
     grants: list[frozenset[str]]
     normalized: list[dict[str, object]]
+    # Each incident's normalised errors with their terms, parsed once at load.
+    errors: list[list[tuple[str, frozenset[str]]]]
     # term -> rows: "service:x", "symptom:word", "error:term", "infra:x"
     postings: dict[str, list[int]]
     masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = field(default_factory=dict)
@@ -119,6 +122,7 @@ class IncidentIndex:
             vectors=matrix,
             grants=[frozenset(row.access_grants or ()) for row in kept],
             normalized=[dict(row.normalized or {}) for row in kept],
+            errors=[error_terms(list((row.normalized or {}).get("errors") or [])) for row in kept],
             postings=dict(postings),
         )
         with self._lock:

@@ -18,7 +18,7 @@ from librarian.errors import InvalidInputError, NotFoundError
 from librarian.incidents.index import IncidentIndex, posting_terms
 from librarian.incidents.models import Incident, SimilarityVerdict
 from librarian.incidents.signature import ProblemSignature
-from librarian.incidents.similarity import combine, structured_parts, verdict_factor
+from librarian.incidents.similarity import combine, error_terms, structured_parts, verdict_factor
 from librarian.index.grants_sql import grants_condition
 from librarian.knowledge.access import Principal, Scope, can_read
 from librarian.knowledge.documents import SEVERITIES, DocumentDraft
@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     from librarian.app import Librarian
 
 INCIDENT_TYPES = ("outage", "degradation", "error", "anomaly", "security", "other")
-# Candidates scored on their structured signature: the best by text, plus incidents sharing a term
-# with the query (terms shared by more incidents than this say little and are skipped).
-TEXT_CANDIDATES = 200
-MAX_POSTING = 5000
+# Candidates scored on their structured signature: the best by text, plus those sharing the most
+# terms with the query (terms shared by more incidents than MAX_POSTING say little and are skipped).
+TEXT_CANDIDATES = 100
+TERM_CANDIDATES = 100
+MAX_POSTING = 2000
 
 
 @dataclass(frozen=True)
@@ -302,28 +303,43 @@ class IncidentService:
             return []
         best = np.argpartition(-scores, min(TEXT_CANDIDATES, count) - 1)[: min(TEXT_CANDIDATES, count)]
         candidates = {int(row) for row in best if visible[row]}
+        # Incidents sharing the most discriminating terms with the query (a service, an error word)
+        # join the pool even when their text is far: the structured parts may still rank them first.
+        shared: Counter[int] = Counter()
         for term in posting_terms(query):
             rows = matrix.postings.get(term, [])
             if len(rows) <= MAX_POSTING:
-                candidates.update(row for row in rows if visible[row])
+                shared.update(rows)
+        if shared:
+            ranked = sorted(
+                (row for row in shared if visible[row]), key=lambda row: (-shared[row], -float(scores[row]))
+            )
+            candidates.update(ranked[:TERM_CANDIDATES])
         verdicts = self._verdicts(principal)
+        query_errors = error_terms(query["errors"])
         scored = []
         with self._lib.sessions() as session:
             ids = [int(matrix.ids[row]) for row in candidates]
             outcomes = {
-                row.id: (row.was_successful, row.recurred, row.problem_signature)
+                row.id: (row.was_successful, row.recurred)
                 for row in session.execute(
-                    select(
-                        Incident.id, Incident.was_successful, Incident.recurred, Incident.problem_signature
-                    ).where(Incident.id.in_(ids))
+                    select(Incident.id, Incident.was_successful, Incident.recurred).where(
+                        Incident.id.in_(ids)
+                    )
                 )
             }
             for row in candidates:
                 identifier = int(matrix.ids[row])
                 if identifier == incident_id or identifier in excluded or identifier not in outcomes:
                     continue
-                was_successful, recurred, given = outcomes[identifier]
-                match = structured_parts(query, matrix.normalized[row], given or {})
+                was_successful, recurred = outcomes[identifier]
+                match = structured_parts(
+                    query,
+                    matrix.normalized[row],
+                    {},
+                    query_errors=query_errors,
+                    incident_errors=matrix.errors[row],
+                )
                 score = combine(
                     match, float(scores[row]), was_successful=was_successful, recurred=bool(recurred)
                 )
@@ -340,6 +356,10 @@ class IncidentService:
                 found = rows_by_id[identifier]
                 if not can_read(principal, found.access_grants):  # defence in depth; the mask already held
                     continue
+                given = found.problem_signature or {}
+                match.matching_symptoms = structured_parts(
+                    query, found.normalized or {}, given, query_errors=query_errors
+                ).matching_symptoms
                 results.append(
                     {
                         **_summary(found),

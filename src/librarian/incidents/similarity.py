@@ -24,7 +24,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from librarian.incidents.signature import errors_match, symptoms_match
+from librarian.incidents.signature import symptoms_match
+from librarian.research.error_signature import NEAR_THRESHOLD, terms_of_normalized, terms_similarity
 
 WEIGHTS = {"text": 0.40, "errors": 0.25, "symptoms": 0.20, "services": 0.10, "infrastructure": 0.05}
 WORKED_AND_HELD = 1.05
@@ -45,21 +46,41 @@ class Match:
     features: list[str] = field(default_factory=list)
 
 
+def error_terms(errors: Sequence[str]) -> list[tuple[str, frozenset[str]]]:
+    """Normalised errors with their terms, parsed once for many comparisons."""
+    return [(error, terms_of_normalized(error)) for error in errors]
+
+
+def _errors_match(first: tuple[str, frozenset[str]], second: tuple[str, frozenset[str]]) -> bool:
+    """Equal normal forms, or near ones (research's error-similarity threshold)."""
+    return first[0] == second[0] or terms_similarity(first[1], second[1]) >= NEAR_THRESHOLD
+
+
 def structured_parts(
-    query: Mapping[str, object], incident: Mapping[str, object], signature: Mapping[str, object]
+    query: Mapping[str, object],
+    incident: Mapping[str, object],
+    signature: Mapping[str, object],
+    *,
+    query_errors: list[tuple[str, frozenset[str]]] | None = None,
+    incident_errors: list[tuple[str, frozenset[str]]] | None = None,
 ) -> Match:
     """The structured parts (errors, symptoms, services, infrastructure) of one incident's match.
 
     ``query`` and ``incident`` are normal forms (``ProblemSignature.normalized()``); ``signature`` is
-    the incident's signature as given, to report its matching symptoms in its own words.
+    the incident's signature as given, to report its matching symptoms in its own words. The errors
+    may come already parsed (:func:`error_terms`), as the similarity search passes them.
     """
     parts: dict[str, float] = {}
     match = Match(0.0, parts)
-    query_errors: Sequence[str] = query.get("errors") or []  # type: ignore[assignment]
-    incident_errors: Sequence[str] = incident.get("errors") or []  # type: ignore[assignment]
+    if query_errors is None:
+        query_errors = error_terms(list(query.get("errors") or []))  # type: ignore[call-overload]
+    if incident_errors is None:
+        incident_errors = error_terms(list(incident.get("errors") or []))  # type: ignore[call-overload]
     if query_errors:
         hits = [
-            error for error in query_errors if any(errors_match(error, other) for other in incident_errors)
+            error
+            for error, terms in query_errors
+            if any(_errors_match((error, terms), o) for o in incident_errors)
         ]
         parts["errors"] = len(hits) / len(query_errors)
         match.matching_errors = hits
