@@ -7,11 +7,9 @@ are created on first use, so listing sources or printing stats never loads a mod
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from librarian.embeddings.base import Embedder
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.embeddings.factory import create_embedder
 from librarian.errors import InvalidInputError, LibrarianError
+from librarian.home import prepare_home
 from librarian.incidents.learning import LearningService
 from librarian.incidents.service import IncidentService
 from librarian.incidents.solutions import SolutionService
@@ -35,6 +34,7 @@ from librarian.index.lexical import create_lexical_index
 from librarian.index.manager import Progress, VectorIndexManager
 from librarian.ingest import connectors
 from librarian.ingest.pipeline import IngestPipeline, IngestReport, ProgressCallback
+from librarian.ingest.source_spec import required_version, source_spec
 from librarian.ingest.sources.base import SourceListing
 from librarian.ingest.sources.crawler import crawl_listing, known_page_validators, normalize_start_url
 from librarian.ingest.sources.git import looks_like_git_url
@@ -44,39 +44,15 @@ from librarian.knowledge.identity import IdentityService
 from librarian.knowledge.service import KnowledgeService
 from librarian.llm import LLMClient, create_llm
 from librarian.research.error_evidence import AcceptorCache
+from librarian.search_results import SearchResult, search_result
 from librarian.storage import repository
 from librarian.storage.database import open_database
-from librarian.storage.models import Chunk, IndexState, Source, as_utc
+from librarian.storage.models import IndexState, Source, as_utc
 from librarian.urls import without_password
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class SearchResult:
-    """One search hit with its provenance."""
-
-    chunk_id: int
-    content: str
-    score: float
-    sdk_name: str | None
-    sdk_version: str | None
-    entity_name: str | None
-    entity_type: str
-    section_path: str
-    source_url: str
-    last_fetched_at: str
-    embedding_model_version: str
-    document_type: str | None
-    category: str | None
-    tags: list[str]
-    attributes: dict[str, Any]
-    vector_score: float | None
-    lexical_score: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready copy."""
-        return asdict(self)
+__all__ = ["Librarian", "SearchResult", "search_result"]
 
 
 class Librarian:
@@ -98,7 +74,7 @@ class Librarian:
         """
         self.settings = settings
         self._embedder = embedder
-        _prepare_home(settings.home)
+        prepare_home(settings.home)
         self.engine: Engine
         self.sessions: sessionmaker[Session]
         self.engine, self.sessions = open_database(settings.resolved_database_url)
@@ -284,7 +260,7 @@ class Librarian:
         options = (
             {"git_access": git_access.to_options()} if kind == "git" and git_access is not None else None
         )
-        spec = _source_spec(
+        spec = source_spec(
             normalized,
             kind,
             ref,
@@ -319,7 +295,7 @@ class Librarian:
         called once to produce the listing, so a failure to list is recorded on the source.
         ``options`` is what the connector needs to run again; ``librarian refresh`` reads it.
         """
-        spec = _source_spec(
+        spec = source_spec(
             uri, kind, None, sdk_name, sdk_version, document_type, category, tags, options, self._owner(owner)
         )
         pipeline = IngestPipeline(self.settings, self.sessions, self.cache, self.vectors)
@@ -346,7 +322,7 @@ class Librarian:
             "openapi",
             lambda: listing,
             sdk_name=sdk_name,
-            sdk_version=_required_version(sdk_version or version, location),
+            sdk_version=required_version(sdk_version or version, location),
             # An explicit version is kept on refresh; a detected one is detected again.
             options={"location": location, "allow_private": allow_private, "sdk_version": sdk_version},
             progress=progress,
@@ -423,7 +399,7 @@ class Librarian:
             "cli-help",
             lambda: listing,
             sdk_name=sdk_name,
-            sdk_version=_required_version(sdk_version or version, command),
+            sdk_version=required_version(sdk_version or version, command),
             options={
                 "command": command,
                 "scopes": list(scopes),
@@ -472,7 +448,7 @@ class Librarian:
             "max_depth": max_depth,
             "scope": scope,
         }
-        spec = _source_spec(
+        spec = source_spec(
             start,
             "website",
             None,
@@ -625,80 +601,3 @@ class Librarian:
         Searches keep using the old index until the new one is complete.
         """
         return self.vectors.rebuild(progress)
-
-
-def search_result(
-    chunk: Chunk, score: float, vector_score: float | None, lexical_score: float | None
-) -> SearchResult:
-    """A :class:`SearchResult` for a stored chunk with the scores a retriever gave it."""
-    return SearchResult(
-        chunk_id=chunk.id,
-        content=chunk.content,
-        score=round(score, 6),
-        sdk_name=chunk.sdk_name,
-        sdk_version=chunk.sdk_version,
-        entity_name=chunk.entity_name,
-        entity_type=chunk.entity_type,
-        section_path=chunk.section_path,
-        source_url=chunk.source_url,
-        last_fetched_at=as_utc(chunk.last_fetched_at).isoformat(),
-        embedding_model_version=chunk.embedding_model_version,
-        document_type=chunk.document_type,
-        category=chunk.category,
-        tags=list(chunk.tags or []),
-        attributes=dict(chunk.attributes or {}),
-        vector_score=vector_score,
-        lexical_score=lexical_score,
-    )
-
-
-def _required_version(version: str | None, what: str) -> str:
-    if not version:
-        raise InvalidInputError(f"cannot tell the version of {what}", hint="pass it with --version")
-    return version
-
-
-def _source_spec(
-    uri: str,
-    kind: str,
-    ref: str | None,
-    sdk_name: str | None,
-    sdk_version: str | None,
-    document_type: str | None,
-    category: str | None,
-    tags: tuple[str, ...],
-    options: dict[str, Any] | None = None,
-    owner: SourceOwner | None = None,
-) -> repository.SourceSpec:
-    """The identity and labels of a source; SDK docs default to ``sdk_reference``, others ``document``."""
-    if sdk_version is not None and sdk_name is None:
-        raise InvalidInputError("--version needs --sdk: a version belongs to an SDK")
-    return repository.SourceSpec(
-        uri=uri,
-        kind=kind,
-        ref=ref,
-        sdk_name=sdk_name,
-        sdk_version=sdk_version,
-        document_type=document_type or ("sdk_reference" if sdk_name else "document"),
-        category=category,
-        tags=tuple(tags),
-        options=dict(options or {}),
-        organization_id=(owner or SourceOwner()).organization_id,
-        created_by=(owner or SourceOwner()).created_by,
-        visibility=None if owner is None or owner.visibility is None else owner.visibility.value,
-        allowed_teams=(owner or SourceOwner()).allowed_teams,
-    )
-
-
-def _prepare_home(home: Path) -> None:
-    """Create the data directory, or say in one line why it cannot be used (never a traceback)."""
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-        if not os.access(home, os.W_OK | os.X_OK):
-            raise PermissionError(13, "it is not writable")
-    except OSError as exc:
-        why = "it is a file" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
-        raise InvalidInputError(
-            f"the data directory {home} cannot be used: {why}",
-            hint="choose another with --home or LIBRARIAN_HOME",
-        ) from exc
