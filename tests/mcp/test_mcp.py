@@ -34,6 +34,9 @@ TOOLS = {
     "search_knowledge",
     "get_document",
     "record_knowledge_feedback",
+    "add_document",
+    "update_document",
+    "delete_document",
     "find_similar_incidents",
     "get_solution",
     "save_learning",
@@ -131,6 +134,25 @@ async def exercise(session: ClientSession) -> None:
         )
     )
     assert rated["usefulness_score"] > 2.5 and rated["feedback_count"] >= 1
+    # Documents by hand: add, edit from the version read (a stale one is a conflict), delete.
+    added = structured(
+        await session.call_tool("add_document", {"title": "On-call rota", "content": "Ask #sre."})
+    )
+    edited = structured(
+        await session.call_tool(
+            "update_document", {"document_id": added["id"], "base_version": 1, "content": "Ask #ops."}
+        )
+    )
+    stale = await session.call_tool(
+        "update_document", {"document_id": added["id"], "base_version": 1, "title": "x"}
+    )
+    assert edited["version"] == 2 and stale.is_error and "version 2, not 1" in stale.content[0].text  # type: ignore[union-attr]
+    gone = structured(
+        await session.call_tool("delete_document", {"document_id": added["id"], "base_version": 2})
+    )
+    assert gone["deleted"] is True
+    assert (await session.call_tool("get_document", {"document_id": added["id"]})).is_error
+
     # An investigation saved over MCP is found by the next one, with its solution.
     signature = {
         "error_messages": ["FATAL: too many connections for role app-7f3k2"],

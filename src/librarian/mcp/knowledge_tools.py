@@ -10,6 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from librarian.app import Librarian
 from librarian.errors import LibrarianError
+from librarian.knowledge.documents import DocumentDraft
 from librarian.knowledge.search import KnowledgeFilters
 from librarian.mcp.caller import tool_caller
 
@@ -64,6 +65,95 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
         """
         try:
             return lib.knowledge.documents.get(tool_caller(lib, ctx), document_id, version)
+        except LibrarianError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    def add_document(
+        title: str,
+        content: str,
+        document_type: str = "documentation",
+        category: str | None = None,
+        tags: list[str] | None = None,
+        visibility: str | None = None,
+        allowed_teams: list[str] | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Add a knowledge document (version 1); it is searchable as soon as this returns.
+
+        Args:
+            title: the document's title.
+            content: Markdown.
+            document_type: runbook, incident_report, documentation (default), wiki or solution.
+            category: e.g. kubernetes, database.
+            tags: labels.
+            visibility: private, teams (with allowed_teams), organization (default), or public
+                (administrators only).
+            allowed_teams: team names or ids that may read it (with visibility "teams").
+
+        Returns:
+            The document's fields, with its `id` and `version`.
+        """
+        try:
+            draft = DocumentDraft(
+                title=title,
+                content=content,
+                document_type=document_type,
+                category=category,
+                tags=tuple(tags or ()),
+                visibility=visibility,
+                allowed_teams=tuple(allowed_teams) if allowed_teams else None,
+            )
+            return lib.knowledge.documents.create(tool_caller(lib, ctx), draft)
+        except LibrarianError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    def update_document(
+        document_id: int,
+        base_version: int,
+        title: str | None = None,
+        content: str | None = None,
+        document_type: str | None = None,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Save a new version of a knowledge document; fields left out keep their value.
+
+        Args:
+            document_id: the document's id.
+            base_version: the version you read (get_document's `version`); if someone saved a newer
+                one meanwhile the edit is refused as a conflict: read it again and redo the edit.
+            title, content, document_type, category, tags: the fields to change.
+
+        Returns:
+            The document's fields at the new version.
+        """
+        try:
+            draft = DocumentDraft(
+                title=title,
+                content=content,
+                document_type=document_type,
+                category=category,
+                tags=None if tags is None else tuple(tags),
+            )
+            return lib.knowledge.documents.update(tool_caller(lib, ctx), document_id, base_version, draft)
+        except LibrarianError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    def delete_document(
+        document_id: int, base_version: int | None = None, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        """Remove a knowledge document from search; its versions stay in the history.
+
+        Args:
+            document_id: the document's id.
+            base_version: refuse if the document is no longer at this version.
+        """
+        try:
+            return lib.knowledge.documents.delete(tool_caller(lib, ctx), document_id, base_version)
         except LibrarianError as exc:
             raise ToolError(str(exc)) from exc
 
