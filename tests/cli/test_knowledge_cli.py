@@ -63,7 +63,8 @@ def test_incidents_and_solutions_from_the_command_line(tmp_path: Path) -> None:
     )
     saved = data(
         home, "incidents", "save-learning", "--title", "Orders disk again", "--content", "Same as before.",
-        "--error", "No space left on device", "--service", "orders", "--solution", "Grew the volume", "--worked",
+        "--error", "No space left on device", "--service", "orders",
+        "--solution", "Grew the volume", "--worked",
     )  # fmt: skip
     solutions = data(home, "solutions", "get", "--error", "No space left on device", "--service", "orders")
     outcome = data(home, "solutions", "outcome", str(solutions["solutions"][0]["id"]), "--did-not-work")
