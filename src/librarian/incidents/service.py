@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 INCIDENT_TYPES = ("outage", "degradation", "error", "anomaly", "security", "other")
 # Candidates scored on their structured signature: the best by text, plus those sharing the most
 # terms with the query (terms shared by more incidents than MAX_POSTING say little and are skipped).
-TEXT_CANDIDATES = 100
-TERM_CANDIDATES = 100
+TEXT_CANDIDATES = 60
+TERM_CANDIDATES = 60
 MAX_POSTING = 2000
 
 

@@ -485,8 +485,39 @@ def flags_of(session: Session, document: Document) -> dict[str, int]:
     return {kind: int(count) for kind, count in rows}
 
 
-def document_view(session: Session, document: Document) -> dict[str, Any]:
-    """The design's fields of a knowledge document (no content)."""
+def flags_for(session: Session, documents: Sequence[Document]) -> dict[int, dict[str, int]]:
+    """:func:`flags_of` for many documents in one query."""
+    if not documents:
+        return {}
+    current = {document.id: document.current_version_no for document in documents}
+    rows = session.execute(
+        select(
+            KnowledgeFeedback.document_id,
+            KnowledgeFeedback.document_version_no,
+            KnowledgeFeedback.feedback_type,
+            func.count(),
+        )
+        .where(
+            KnowledgeFeedback.document_id.in_(list(current)),
+            KnowledgeFeedback.feedback_type.in_(("outdated", "incorrect")),
+        )
+        .group_by(
+            KnowledgeFeedback.document_id,
+            KnowledgeFeedback.document_version_no,
+            KnowledgeFeedback.feedback_type,
+        )
+    ).all()
+    flags: dict[int, dict[str, int]] = {document_id: {} for document_id in current}
+    for document_id, version, kind, count in rows:
+        if version == current[document_id]:
+            flags[document_id][kind] = int(count)
+    return flags
+
+
+def document_view(
+    session: Session, document: Document, flags: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """The design's fields of a knowledge document (no content); ``flags`` when already read."""
 
     def stamp(moment: datetime | None) -> str | None:
         return None if moment is None else as_utc(moment).isoformat()
@@ -517,7 +548,7 @@ def document_view(session: Session, document: Document) -> dict[str, Any]:
         "last_used_at": stamp(document.last_used_at),
         "created_at": stamp(document.created_at),
         "updated_at": stamp(document.updated_at),
-        "flags": flags_of(session, document),
+        "flags": flags_of(session, document) if flags is None else flags,
         "url": f"/knowledge/{document.id}",
     }
 

@@ -1,9 +1,10 @@
 """``search_knowledge``: documents ranked by relevance and usefulness, with highlighted snippets.
 
 Retrieval is the store's hybrid chunk search with the caller's grants, document types, category, tags
-and dates inside both retrievers' queries; chunks are then grouped by document. Filters the chunk
-indexes do not hold (severity, a minimum usefulness) are applied to a candidate pool eight times the
-limit, so they narrow results but never widen what the caller may see.
+and dates inside both retrievers' queries; chunks are then grouped by document. The pool is three
+chunks per document wanted; filters the chunk indexes do not hold (severity, a minimum usefulness)
+are applied to a pool eight times the limit, so they narrow results but never widen what the caller
+may see.
 
 Relevance is absolute, not relative to the other candidates: the cosine similarity between the query
 and the document's best chunk (from the embedding cache, so keyword-only candidates are scored on the
@@ -31,7 +32,7 @@ from sqlalchemy import select
 from librarian.errors import InvalidInputError
 from librarian.index.query_terms import query_terms
 from librarian.knowledge.access import Principal, Scope, can_read
-from librarian.knowledge.documents import DOCUMENT_TYPES, SEVERITIES, document_view
+from librarian.knowledge.documents import DOCUMENT_TYPES, SEVERITIES, document_view, flags_for
 from librarian.storage.models import Chunk, Document, as_utc
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ def search_knowledge(
         document_types=filters.document_type,
         fetched_after=filters.created_after,
         fetched_before=filters.created_before,
-        top_k=min(1000, max(60, limit * _POOL_FACTOR)),
+        top_k=_pool(filters, limit),
         principal=principal,
     )
     if not hits:
@@ -229,10 +230,11 @@ def search_knowledge(
             score = relevance * usefulness_factor(document.usefulness_score)
             ranked.append((score, document_id, relevance, content, document))
         ranked.sort(key=lambda item: (-item[0], item[1]))
+        flags = flags_for(session, [item[4] for item in ranked[:limit]])
         results = []
         for score, _, relevance, content, document in ranked[:limit]:
             snippet, marks = highlight(content, query)
-            view = document_view(session, document)
+            view = document_view(session, document, flags[document.id])
             results.append(
                 {
                     "id": document.id,
@@ -257,6 +259,13 @@ def search_knowledge(
                 }
             )
     return results
+
+
+def _pool(filters: KnowledgeFilters, limit: int) -> int:
+    """How many chunks to retrieve: three per document wanted, eight when filters apply afterwards."""
+    if filters.severity or filters.min_usefulness_score is not None:
+        return min(1000, max(60, limit * _POOL_FACTOR))
+    return min(1000, max(30, limit * 3))
 
 
 def _passes(document: Document, filters: KnowledgeFilters) -> bool:
