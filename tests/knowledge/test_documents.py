@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +213,18 @@ def test_highlight_marks_whole_words_by_prefix() -> None:
     assert [snippet[a:b] for a, b in marks] == ["pods", "crashed", "crash"]
     assert usefulness_factor(2.5) == pytest.approx(1.0)
     assert usefulness_factor(5) > usefulness_factor(4) > usefulness_factor(0)
+
+
+def test_an_ingested_document_is_changed_by_its_source_not_by_hand(
+    library: Librarian, people: People, tmp_path: Path
+) -> None:
+    folder = tmp_path / "wiki"
+    folder.mkdir()
+    (folder / "oncall.md").write_text("# On call\n\nThe rota is in the wiki.\n")
+    assert library.ingest(str(folder), document_type="wiki").status == "ok"
+    listed = library.knowledge.documents.list_documents(people.admin)
+    [ingested] = [document for document in listed if document["title"] == "On call"]
+
+    assert ingested["document_type"] == "wiki" and ingested["source_type"] == "import"
+    with pytest.raises(ConflictError, match="ingested"):
+        library.knowledge.documents.update(people.admin, ingested["id"], 1, DocumentDraft(title="Edited"))

@@ -65,8 +65,6 @@ _VERSIONED = frozenset(
         "content_structured",
     }
 )
-# Sources whose documents are edited here; everything else is changed by re-ingesting its source.
-_EDITABLE = frozenset({"manual", "investigation", "import", "github"})
 
 
 @dataclass(frozen=True)
@@ -426,7 +424,8 @@ class KnowledgeDocuments:
             raise ForbiddenError(
                 f"document {document_id} can be changed by its author or an administrator of its organisation"
             )
-        if document.source_type not in _EDITABLE:
+        source = session.get(Source, document.source_id)
+        if source is None or source.kind != KNOWLEDGE_KIND:
             raise ConflictError(
                 f"document {document_id} was ingested from a source ({document.source_url})",
                 hint="change the source and refresh it",
