@@ -222,9 +222,12 @@ def test_an_ingested_document_is_changed_by_its_source_not_by_hand(
     folder.mkdir()
     (folder / "oncall.md").write_text("# On call\n\nThe rota is in the wiki.\n")
     assert library.ingest(str(folder), document_type="wiki").status == "ok"
-    listed = library.knowledge.documents.list_documents(people.admin)
+    local = library.default_principal  # the local organisation, which ingested it
+    listed = library.knowledge.documents.list_documents(local)
     [ingested] = [document for document in listed if document["title"] == "On call"]
 
     assert ingested["document_type"] == "wiki" and ingested["source_type"] == "import"
     with pytest.raises(ConflictError, match="ingested"):
-        library.knowledge.documents.update(people.admin, ingested["id"], 1, DocumentDraft(title="Edited"))
+        library.knowledge.documents.update(local, ingested["id"], 1, DocumentDraft(title="Edited"))
+    with pytest.raises(NotFoundError):  # and another organisation does not see it at all
+        library.knowledge.documents.get(people.admin, ingested["id"])
