@@ -233,7 +233,7 @@ class IngestPipeline:
             raw_hash=raw_hash,
             text=document.text,
             title=document.parsed.title,
-            chunks=_new_chunks(drafts, document.metadata),
+            chunks=new_chunks(drafts, document.metadata),
             is_new=document.path not in known,
         )
 
@@ -270,7 +270,7 @@ class IngestPipeline:
         except ParseError as exc:
             report.problems.append({"path": file.path, "reason": str(exc)})
             return None
-        chunks = _new_chunks(drafts, {})
+        chunks = new_chunks(drafts, {})
         text = (
             data.decode("utf-8", errors="replace")
             if not file.path.lower().endswith(".pdf")
@@ -338,7 +338,8 @@ class IngestPipeline:
                 )
 
 
-def _new_chunks(drafts: list[ChunkDraft], attributes: dict[str, Any]) -> list[repository.NewChunk]:
+def new_chunks(drafts: list[ChunkDraft], attributes: dict[str, Any]) -> list[repository.NewChunk]:
+    """Chunks ready to store from the chunker's drafts (the content hash is of the embedded text)."""
     chunks = []
     for ordinal, draft in enumerate(drafts):
         section_path = " > ".join(draft.section_path)

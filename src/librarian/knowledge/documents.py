@@ -24,13 +24,12 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from librarian.embeddings.cache import content_hash
 from librarian.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from librarian.index.grants_sql import grants_condition
-from librarian.index.manager import embedding_text
 from librarian.ingest.chunking import chunk_document
 from librarian.ingest.parsed import ParseError
 from librarian.ingest.parsers.registry import parse_document
+from librarian.ingest.pipeline import new_chunks
 from librarian.knowledge.access import (
     Principal,
     Scope,
@@ -378,20 +377,7 @@ class KnowledgeDocuments:
         except ParseError as exc:
             raise InvalidInputError(f"content: cannot be read as Markdown: {exc}") from exc
         drafts = chunk_document(parsed, max_chars=self._lib.settings.chunk_max_chars)
-        chunks = []
-        for ordinal, draft in enumerate(drafts):
-            section_path = " > ".join(draft.section_path)
-            chunks.append(
-                repository.NewChunk(
-                    ordinal=ordinal,
-                    entity_name=draft.entity_name,
-                    entity_type=draft.entity_type,
-                    section_path=section_path,
-                    content=draft.content,
-                    content_hash=content_hash(embedding_text(draft.entity_name, section_path, draft.content)),
-                )
-            )
-        return chunks
+        return new_chunks(drafts, {})
 
     @staticmethod
     def _current(session: Session, document: Document) -> DocumentVersion:
