@@ -164,15 +164,16 @@ class RefreshOutcome:
 
 
 def all_sources(lib: Librarian, principal: Principal | None = None) -> list[RefreshTarget]:
-    """Every stored source ``principal`` may refresh (default: every one), oldest first.
+    """Every stored source ``principal`` (default: the facade's caller) may refresh, oldest first.
 
     Hand-written knowledge lives in sources of kind ``knowledge``, which have nothing to refresh.
     A principal may refresh the sources of its organisation that it created, or all of them as an
     administrator.
     """
+    principal = principal or lib.default_principal
     with lib.sessions() as session:
         query = select(Source).where(Source.kind != "knowledge").order_by(Source.id)
-        if principal is not None and not principal.sees_everything and not principal.is_operator:
+        if not principal.sees_everything and not principal.is_operator:
             query = query.where(Source.organization_id == principal.organization_id)
             if not principal.is_admin:
                 query = query.where(Source.created_by == principal.user_id)

@@ -110,8 +110,11 @@ def test_rest_requires_a_token_once_one_exists_and_enforces_scopes(lib: Libraria
         created = client.post(
             "/knowledge/documents", json=document, headers={"Authorization": f"Bearer {writer}"}
         )
+        feedback = {"sdk_name": "acme", "error_text": "unknown option --x", "source_url": "file:///x.md"}
+        no_feedback = client.post("/feedback", json=feedback, headers={"Authorization": f"Bearer {reader}"})
 
     assert read_only.status_code == 403 and "'write' scope" in read_only.json()["message"]
+    assert no_feedback.status_code == 403
     assert (
         created.status_code == 201
         and created.json()["created_by"] == lib.identity.principal_of("acme", "alice").user_id
@@ -143,3 +146,17 @@ def test_admin_commands_create_people_and_tokens(tmp_path: Path) -> None:
     assert added["created_by"] == user["id"] and added["visibility"] == "organization"
     assert "not valid" in refused.stderr
     assert [o["name"] for o in directory["organizations"]] == ["local", "acme"]
+
+
+def test_a_token_user_refreshes_only_its_own_sources(lib: Librarian, tmp_path: Path) -> None:
+    from librarian.refresh import all_sources
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nText.\n")
+    assert lib.ingest(str(folder), sdk_name="mine", sdk_version="1").status == "ok"  # the operator's
+    lib.default_principal = lib.identity.principal_of("acme", "alice")
+
+    assert all_sources(lib) == []
+    lib.ingest(str(folder), sdk_name="alices", sdk_version="1")  # owned by alice: organisation-wide
+    assert [s.sdk_name for s in all_sources(lib)] == ["alices"]

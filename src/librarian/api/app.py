@@ -275,7 +275,7 @@ def _research_router(lib: Librarian) -> APIRouter:
         )
 
     @router.post("/feedback", status_code=status.HTTP_201_CREATED, response_model=FeedbackRecord)
-    def feedback(body: FeedbackRequest) -> dict[str, Any]:
+    def feedback(body: FeedbackRequest, request: Request) -> dict[str, Any]:
         """Record that a research snippet resolved (or, with ``helpful: false``, did not resolve) an error.
 
         Later research for the same or a similar error ranks that snippet higher (or lower), by at
@@ -283,6 +283,7 @@ def _research_router(lib: Librarian) -> APIRouter:
         and home directories before they are stored; the stored record is returned. Answers 422,
         naming the field, for empty or malformed input.
         """
+        caller(request).require(Scope.WRITE, "recording research feedback")
         return record_feedback(lib.sessions, **body.model_dump())
 
     return router

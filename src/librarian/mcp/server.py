@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute
 
 from librarian.app import Librarian
 from librarian.errors import LibrarianError
+from librarian.knowledge.access import Scope
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.incident_tools import register_incident_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
@@ -130,6 +131,7 @@ def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
         entity_name: str | None = None,
         command: str | None = None,
         helpful: bool = True,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Record that a research snippet resolved (or did not resolve) the error of a failed command.
 
@@ -148,6 +150,8 @@ def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
         Returns:
             The stored, scrubbed record with its `error_signature`.
         """
+        principal = tool_caller(lib, ctx)
+        _tool_errors(lambda: principal.require(Scope.WRITE, "recording research feedback"))
         return _tool_errors(
             lambda: feedback_store.record_feedback(
                 lib.sessions,
