@@ -206,12 +206,11 @@ class Librarian:
         return self._llm
 
     def close(self) -> None:
-        """Release the database engine, the vector store, the LLM client and the worker threads."""
+        """Release the database engine, the vector store, the LLM client and the retriever's thread."""
         if self._llm is not None:
             self._llm.close()
         if self._retriever is not None:
             self._retriever.close()
-        self.incidents.close()
         if self._vector_store is not None:
             self._vector_store.close()
         self.engine.dispose()

@@ -4,7 +4,6 @@ and learn from users' similar / not similar verdicts. Composed on the facade as 
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -103,11 +102,6 @@ class IncidentService:
     def __init__(self, lib: Librarian) -> None:
         self._lib = lib
         self._index: IncidentIndex | None = None
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="librarian-incident-embed")
-
-    def close(self) -> None:
-        """Stop the embedding worker thread."""
-        self._worker.shutdown(wait=True)
 
     @property
     def index(self) -> IncidentIndex:
@@ -296,22 +290,12 @@ class IncidentService:
             raise InvalidInputError("description: describe the problem, or give symptoms, errors or services")
         query = signature.normalized()
         text = signature.text(description=description)
-        # Embedding the query (torch, outside the GIL) overlaps the reads that do not need it.
-        embedding = self._worker.submit(self._lib.cache.embed_query, text)
-        try:
-            matrix = self.index.matrix()
-            visible = matrix.mask(principal.grants)
-            excluded = self._excluded(principal, incident_id)
-            verdicts = self._verdicts(principal)
-            shared: Counter[int] = Counter()
-            for term in posting_terms(query):
-                rows = matrix.postings.get(term, [])
-                if len(rows) <= MAX_POSTING:
-                    shared.update(rows)
-        finally:
-            vector = embedding.result().reshape(-1).astype(np.float32)
+        vector = self._lib.cache.embed_query(text).reshape(-1).astype(np.float32)
+        matrix = self.index.matrix()
         if len(matrix.ids) == 0:
             return []
+        visible = matrix.mask(principal.grants)
+        excluded = self._excluded(principal, incident_id)
         scores = matrix.vectors @ vector
         scores = np.where(visible, scores, -np.inf)
         count = int(visible.sum())
@@ -321,11 +305,17 @@ class IncidentService:
         candidates = {int(row) for row in best if visible[row]}
         # Incidents sharing the most discriminating terms with the query (a service, an error word)
         # join the pool even when their text is far: the structured parts may still rank them first.
+        shared: Counter[int] = Counter()
+        for term in posting_terms(query):
+            rows = matrix.postings.get(term, [])
+            if len(rows) <= MAX_POSTING:
+                shared.update(rows)
         if shared:
             ranked = sorted(
                 (row for row in shared if visible[row]), key=lambda row: (-shared[row], -float(scores[row]))
             )
             candidates.update(ranked[:TERM_CANDIDATES])
+        verdicts = self._verdicts(principal)
         query_errors = error_terms(query["errors"])
         scored = []
         with self._lib.sessions() as session:
