@@ -7,8 +7,9 @@ word or an error term (the inverted lists). Exact scoring means no approximate i
 incident a filter hides, and the caller's grants are applied as a mask *before* ranking.
 
 The matrix is read from the embedding cache (every incident's problem text was embedded when it was
-stored) and kept while the table's fingerprint (count, sum and maximum of ids) is unchanged: an
-incident's problem never changes under its id, and new or deleted incidents change the fingerprint.
+stored) and kept while the table's fingerprint (count and maximum of ids, both answered from an
+index) is unchanged: an incident's problem never changes under its id, ids are never reused, so new
+or deleted incidents change the fingerprint.
 Fields that do change (outcome, recurrence, related incidents) are read fresh for each answer.
 """
 
@@ -28,7 +29,7 @@ from librarian.incidents.models import Incident
 from librarian.incidents.similarity import error_terms
 from librarian.research.error_signature import terms_of_normalized
 
-Fingerprint = tuple[int, int, int]
+Fingerprint = tuple[int, int]
 
 
 @dataclass
@@ -88,14 +89,9 @@ class IncidentIndex:
     def matrix(self) -> IncidentMatrix:
         """The current matrix, reloaded when incidents were added or removed."""
         with self._sessions() as session:
-            count, id_sum, id_max = session.execute(
-                select(
-                    func.count(),
-                    func.coalesce(func.sum(Incident.id), 0),
-                    func.coalesce(func.max(Incident.id), 0),
-                )
-            ).one()
-            fingerprint = (int(count), int(id_sum), int(id_max))
+            count = session.scalar(select(func.count()).select_from(Incident)) or 0
+            id_max = session.scalar(select(func.max(Incident.id))) or 0
+            fingerprint = (int(count), int(id_max))
             with self._lock:
                 if self._matrix is not None and self._matrix.fingerprint == fingerprint:
                     return self._matrix

@@ -16,7 +16,11 @@ class Incident(Base):
     """One past incident with its problem signature, what fixed it, and whether that held."""
 
     __tablename__ = "incident_knowledge"
-    __table_args__ = (Index("ix_incident_knowledge_org", "organization_id", "severity"),)
+    __table_args__ = (
+        Index("ix_incident_knowledge_org", "organization_id", "severity"),
+        # Ids are never reused, so (count, max id) tells the similarity index when to reload.
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     organization_id: Mapped[int] = mapped_column(Integer)

@@ -60,6 +60,8 @@ def upgrade() -> None:
         sa.Column("occurred_at", TS, nullable=True),
         sa.Column("origin", JSON_TYPE, nullable=False),
         sa.Column("created_at", TS, nullable=False),
+        # Ids are never reused, so (count, max id) tells the similarity index when to reload.
+        sqlite_autoincrement=True,
     )
     op.create_index("ix_incident_knowledge_org", "incident_knowledge", ["organization_id", "severity"])
     op.create_index("ix_incident_knowledge_workflow_id", "incident_knowledge", ["workflow_id"])
