@@ -172,7 +172,7 @@ def all_sources(lib: Librarian, principal: Principal | None = None) -> list[Refr
     """
     principal = principal or lib.default_principal
     with lib.sessions() as session:
-        query = select(Source).where(Source.kind != "knowledge").order_by(Source.id)
+        query = select(Source).where(Source.kind != repository.KNOWLEDGE_KIND).order_by(Source.id)
         if not principal.sees_everything and not principal.is_operator:
             query = query.where(Source.organization_id == principal.organization_id)
             if not principal.is_admin:

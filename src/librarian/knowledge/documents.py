@@ -41,6 +41,7 @@ from librarian.knowledge.access import (
 from librarian.knowledge.models import KnowledgeFeedback
 from librarian.storage import repository
 from librarian.storage.models import Chunk, Document, DocumentVersion, Source, as_utc, utcnow
+from librarian.storage.repository import KNOWLEDGE_KIND
 
 if TYPE_CHECKING:
     from librarian.app import Librarian
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 DOCUMENT_TYPES = ("runbook", "incident_report", "documentation", "wiki", "solution")
 SEVERITIES = ("critical", "high", "medium", "low")
 SOURCE_TYPES = ("manual", "investigation", "import", "github")
-KNOWLEDGE_KIND = "knowledge"
 MAX_CONTENT_CHARS = 2_000_000
 # The fields a version records (besides its content), shown when an old version is read.
 _VERSIONED = frozenset(
@@ -458,20 +458,11 @@ def visible_documents(session: Session, principal: Principal) -> Any:
 
 def flags_of(session: Session, document: Document) -> dict[str, int]:
     """How many readers called the current version outdated or incorrect."""
-    rows = session.execute(
-        select(KnowledgeFeedback.feedback_type, func.count())
-        .where(
-            KnowledgeFeedback.document_id == document.id,
-            KnowledgeFeedback.document_version_no == document.current_version_no,
-            KnowledgeFeedback.feedback_type.in_(("outdated", "incorrect")),
-        )
-        .group_by(KnowledgeFeedback.feedback_type)
-    ).all()
-    return {kind: int(count) for kind, count in rows}
+    return flags_for(session, [document])[document.id]
 
 
 def flags_for(session: Session, documents: Sequence[Document]) -> dict[int, dict[str, int]]:
-    """:func:`flags_of` for many documents in one query."""
+    """Per document: how many readers called its current version outdated or incorrect (one query)."""
     if not documents:
         return {}
     current = {document.id: document.current_version_no for document in documents}

@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 
 from librarian.app import Librarian
-from librarian.errors import LibrarianError
 from librarian.incidents.learning import Learning
 from librarian.incidents.signature import ProblemSignature
 from librarian.mcp.caller import tool_caller
+from librarian.mcp.errors import tool_errors
 
 
 def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
@@ -48,7 +47,7 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
             resolution_time_minutes, occurred_at, matching_symptoms, was_successful, recurred and
             `matched` (which fields matched).
         """
-        try:
+        with tool_errors():
             signature = ProblemSignature.from_mapping(
                 {
                     "symptoms": symptoms,
@@ -60,8 +59,6 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
                 tool_caller(lib, ctx), description, signature=signature, limit=limit, incident_id=incident_id
             )
             return {"similar_incidents": found}
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def get_solution(
@@ -80,11 +77,9 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
             last_used_at, match (exact or similar signature) and kind (solution, or verified_fix
             from the self-correcting loop). Report how it went with record_solution_outcome.
         """
-        try:
+        with tool_errors():
             signature = ProblemSignature.from_mapping(problem_signature)
             return {"solutions": lib.solutions.get_solution(tool_caller(lib, ctx), signature, limit)}
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def save_learning(
@@ -116,7 +111,7 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
         Returns:
             `document_id`, the `incident` and the `solution` (with its record).
         """
-        try:
+        with tool_errors():
             learning = Learning(
                 title=title,
                 content=content,
@@ -128,8 +123,6 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
                 worked=worked,
             )
             return lib.learning.save(tool_caller(lib, ctx), learning)
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def mark_incident_similarity(
@@ -143,10 +136,8 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
             similar: true links them as related; false hides it for your incident and ranks pairs
                 like it lower.
         """
-        try:
+        with tool_errors():
             return lib.incidents.mark(tool_caller(lib, ctx), incident_id, other_id, similar=similar)
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def record_solution_outcome(
@@ -159,9 +150,7 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
             worked: whether it fixed the problem.
             incident_id: the incident it was applied to, if recorded.
         """
-        try:
+        with tool_errors():
             return lib.solutions.record_outcome(
                 tool_caller(lib, ctx), solution_id, worked=worked, incident_id=incident_id
             )
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc

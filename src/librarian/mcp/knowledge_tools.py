@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 
 from librarian.app import Librarian
-from librarian.errors import LibrarianError
 from librarian.knowledge.documents import DocumentDraft
 from librarian.knowledge.search import KnowledgeFilters
 from librarian.mcp.caller import tool_caller
+from librarian.mcp.errors import tool_errors
 
 
 def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
@@ -42,12 +41,10 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
             usefulness_score, flags (outdated / incorrect votes: double-check such a document) and
             url. Read a whole document with get_document(id).
         """
-        try:
+        with tool_errors():
             parsed = KnowledgeFilters.from_mapping(filters)
             principal = tool_caller(lib, ctx)
             return {"results": lib.knowledge.search(query, filters=parsed, limit=limit, principal=principal)}
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def get_document(
@@ -63,10 +60,8 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
             The document's fields (title, document_type, category, tags, version, visibility,
             usefulness_score, flags, url...) and `content`.
         """
-        try:
+        with tool_errors():
             return lib.knowledge.documents.get(tool_caller(lib, ctx), document_id, version)
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def add_document(
@@ -94,7 +89,7 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
         Returns:
             The document's fields, with its `id` and `version`.
         """
-        try:
+        with tool_errors():
             draft = DocumentDraft(
                 title=title,
                 content=content,
@@ -105,8 +100,6 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
                 allowed_teams=tuple(allowed_teams) if allowed_teams else None,
             )
             return lib.knowledge.documents.create(tool_caller(lib, ctx), draft)
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def update_document(
@@ -130,7 +123,7 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
         Returns:
             The document's fields at the new version.
         """
-        try:
+        with tool_errors():
             draft = DocumentDraft(
                 title=title,
                 content=content,
@@ -139,8 +132,6 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
                 tags=None if tags is None else tuple(tags),
             )
             return lib.knowledge.documents.update(tool_caller(lib, ctx), document_id, base_version, draft)
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def delete_document(
@@ -152,10 +143,8 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
             document_id: the document's id.
             base_version: refuse if the document is no longer at this version.
         """
-        try:
+        with tool_errors():
             return lib.knowledge.documents.delete(tool_caller(lib, ctx), document_id, base_version)
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool()
     def record_knowledge_feedback(
@@ -180,7 +169,7 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
         Returns:
             The document's new usefulness_score (0-5, smoothed), feedback_count and flags.
         """
-        try:
+        with tool_errors():
             return lib.knowledge.feedback(
                 document_id,
                 feedback_type,
@@ -190,5 +179,3 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
                 was_used=was_used,
                 principal=tool_caller(lib, ctx),
             )
-        except LibrarianError as exc:
-            raise ToolError(str(exc)) from exc

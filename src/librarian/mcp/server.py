@@ -12,14 +12,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from librarian.app import Librarian
-from librarian.errors import LibrarianError
 from librarian.knowledge.access import Scope
 from librarian.mcp.caller import tool_caller
+from librarian.mcp.errors import tool_errors
 from librarian.mcp.incident_tools import register_incident_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
 from librarian.research import feedback as feedback_store
@@ -40,10 +39,8 @@ T = TypeVar("T")
 
 def _tool_errors(call: Callable[[], T]) -> T:
     """Run ``call``; turn a Librarian error into a tool error the agent can read and act on."""
-    try:
+    with tool_errors():
         return call()
-    except LibrarianError as exc:
-        raise ToolError(str(exc)) from exc
 
 
 def create_mcp_server(lib: Librarian) -> MCPServer[Any]:

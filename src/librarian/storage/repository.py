@@ -61,8 +61,18 @@ class SourceSpec:
         return Visibility.PUBLIC.value if self.sdk_name else Visibility.ORGANIZATION.value
 
 
-# How an ingested document's origin is named in the knowledge model (the design's source_type).
-_SOURCE_TYPES = {"git": "git", "crawl": "website", "openapi": "openapi", "cli": "cli", "package": "package"}
+# The kind of the per-organisation source holding hand-written knowledge: its documents get their own
+# labels, and it has nothing to refresh or relabel.
+KNOWLEDGE_KIND = "knowledge"
+# How an ingested document's origin is named in the knowledge model (the design's source_type),
+# by source kind; other kinds (a local folder) are imports.
+_SOURCE_TYPES = {
+    "git": "git",
+    "website": "website",
+    "openapi": "openapi",
+    "cli-help": "cli",
+    "python-package": "package",
+}
 
 
 @dataclass(frozen=True)
@@ -187,9 +197,10 @@ def source_grants(source: Source) -> list[str]:
 
 def _relabel_chunks(session: Session, source: Source) -> None:
     """Copy the source's labels and access to its ingested documents and their chunks."""
+    if source.kind == KNOWLEDGE_KIND:  # hand-written documents keep their own labels
+        return
     grants = source_grants(source)
-    documents = select(Document.id).where(Document.source_id == source.id, Document.source_type != "manual")
-    document_ids = documents.scalar_subquery()
+    document_ids = select(Document.id).where(Document.source_id == source.id).scalar_subquery()
     session.execute(
         update(Document)
         .where(Document.id.in_(document_ids))
