@@ -300,7 +300,9 @@ class KnowledgeDocuments:
             )
             if document_type is not None:
                 query = query.where(Document.document_type == document_type)
-            return [document_view(session, document) for document in session.scalars(query)]
+            documents = list(session.scalars(query))
+            flags = flags_for(session, documents)  # one query for the page, not one per document
+            return [document_view(session, document, flags[document.id]) for document in documents]
 
     # -- internals ------------------------------------------------------------------------------
 
