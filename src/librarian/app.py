@@ -24,6 +24,7 @@ from librarian.embeddings.factory import create_embedder
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.home import prepare_home
 from librarian.incidents.learning import LearningService
+from librarian.runbooks.service import RunbookService
 from librarian.incidents.service import IncidentService
 from librarian.incidents.solutions import SolutionService
 from librarian.index.base import SearchFilter, VectorStore
@@ -98,6 +99,7 @@ class Librarian:
         self.incidents = IncidentService(self)
         self.solutions = SolutionService(self)
         self.learning = LearningService(self)
+        self.runbooks = RunbookService(self)
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -207,6 +209,7 @@ class Librarian:
 
     def close(self) -> None:
         """Release the database engine, the vector store, the LLM client and the retriever's thread."""
+        self.runbooks.close()
         if self._llm is not None:
             self._llm.close()
         if self._retriever is not None:

@@ -750,7 +750,7 @@ def _failed_command(attempt: Any) -> FailedCommand:
     )
 
 
-def loop_correctors(settings: Settings | None = None) -> list[Corrector]:
+def loop_correctors(settings: Settings | None = None, *, library: Librarian | None = None) -> list[Corrector]:
     """The runtime's correction strategies with the loop first, researching the store ``settings`` name.
 
     For ``librarian worker --correctors librarian.correction.loop:loop_correctors`` (``settings``
@@ -759,12 +759,14 @@ def loop_correctors(settings: Settings | None = None) -> list[Corrector]:
     policy would try it on API drift too); the missing-path strategy is.
     """
     settings = settings or Settings.load()
-    library = Librarian(settings)
+    owned = library is None
+    library = library or Librarian(settings)
     # The first research of a process would otherwise wait for the embedding model to load.
     library.start_warm_up()
     # The store and the runtime share settings.resolved_database_url: one connection pool serves both.
     corrector = SelfCorrectingCorrector.from_settings(settings, librarian=library, sessions=library.sessions)
-    corrector._owned_librarian = library
+    if owned:  # closed with the corrector; a library passed in belongs to the caller
+        corrector._owned_librarian = library
     # Workers have no caller waiting to settle: verified fixes are learned when workflows finish.
     corrector.settle_on_finish = True
     return [corrector, CreateMissingPathCorrector()]

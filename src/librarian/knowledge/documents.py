@@ -176,33 +176,46 @@ class KnowledgeDocuments:
             ConflictError: the document is no longer at ``base_version`` (someone saved meanwhile),
                 or it is an ingested document (re-ingest its source instead).
         """
-        _check(draft, creating=False)
         with self._sessions.begin() as session:
-            document = self._changeable(session, principal, document_id, base_version)
-            source = session.get(Source, document.source_id)
-            assert source is not None
-            previous = self._current(session, document)
-            merged = _merge(previous, document, draft)
-            teams = (
-                self._lib.identity.team_ids_of(document.organization_id, draft.allowed_teams)
-                if draft.allowed_teams is not None
-                else tuple(document.allowed_teams or ())
-            )
-            visibility = draft.visibility or document.visibility
-            if draft.visibility is not None or draft.allowed_teams is not None:
-                owner_for(principal, visibility, teams if visibility == Visibility.TEAMS.value else ())
-            labels = repository.DocumentLabels(
-                organization_id=document.organization_id,
-                created_by=document.created_by,
-                visibility=visibility,
-                allowed_teams=teams if visibility == Visibility.TEAMS.value else (),
-                document_type=merged.document_type,
-                category=merged.category,
-                tags=tuple(merged.tags or ()),
-            )
-            self._write_version(session, source, document.path, merged, labels, principal, previous=document)
+            self.update_in(session, principal, document_id, base_version, draft)
         self._lib.vectors.apply_outbox()
         return self.get(principal, document_id, count_view=False)
+
+    def update_in(
+        self,
+        session: Session,
+        principal: Principal,
+        document_id: int,
+        base_version: int | None,
+        draft: DocumentDraft,
+    ) -> Document:
+        """:meth:`update` inside the caller's transaction (the caller applies the vector outbox)."""
+        _check(draft, creating=False)
+        document = self._changeable(session, principal, document_id, base_version)
+        source = session.get(Source, document.source_id)
+        assert source is not None
+        previous = self._current(session, document)
+        merged = _merge(previous, document, draft)
+        teams = (
+            self._lib.identity.team_ids_of(document.organization_id, draft.allowed_teams)
+            if draft.allowed_teams is not None
+            else tuple(document.allowed_teams or ())
+        )
+        visibility = draft.visibility or document.visibility
+        if draft.visibility is not None or draft.allowed_teams is not None:
+            owner_for(principal, visibility, teams if visibility == Visibility.TEAMS.value else ())
+        labels = repository.DocumentLabels(
+            organization_id=document.organization_id,
+            created_by=document.created_by,
+            visibility=visibility,
+            allowed_teams=teams if visibility == Visibility.TEAMS.value else (),
+            document_type=merged.document_type,
+            category=merged.category,
+            tags=tuple(merged.tags or ()),
+        )
+        return self._write_version(
+            session, source, document.path, merged, labels, principal, previous=document
+        )
 
     def restore(
         self, principal: Principal, document_id: int, version: int, base_version: int

@@ -223,14 +223,22 @@ class Runtime:
         workflow_id = self.submit(spec, idempotency_key=idempotency_key)
         return self.wait(workflow_id, timeout=timeout) if wait else self.status(workflow_id)
 
-    def wait(self, workflow_id: str, *, timeout: float | None = None) -> WorkflowReport:
+    def wait(
+        self, workflow_id: str, *, timeout: float | None = None, first_poll: float = _FIRST_POLL_SECONDS
+    ) -> WorkflowReport:
         """Block until the workflow reaches a final status or pauses with a question for the user.
+
+        Args:
+            workflow_id: the workflow.
+            timeout: give up after this many seconds.
+            first_poll: the first pause between status reads (they grow by half each time, to 0.2 s);
+                a caller waiting for a one-task workflow, such as a runbook step, polls sooner.
 
         Raises:
             TaskFailedError: ``timeout`` seconds passed first (the workflow keeps running).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        pause = _FIRST_POLL_SECONDS
+        pause = first_poll
         while True:
             with self.sessions() as session:
                 status = store.workflow_status(session, workflow_id)
