@@ -385,6 +385,9 @@ class RunbookEngine:
                     hint=f"see where it is with: librarian runbook show-execution {execution_id}",
                 )
             pending = execution.pending
+            if pending.get("kind") == "question" and not _overdue(pending):
+                self._forward(session, execution, pending, text, actor)
+                return None
             is_approval = pending.get("kind") == "approval"
             if is_approval and approved is None:
                 raise ConflictError("this step waits for an approval: approve or reject it")
@@ -429,6 +432,20 @@ class RunbookEngine:
             if status == "timed_out":
                 run.status = "timed_out"
             return self._route(session, execution, runbook, step, result, values)
+
+    def _forward(
+        self, session: Session, execution: RunbookExecution, pending: Mapping[str, Any], text: str, actor: str
+    ) -> None:
+        """Pass the answer to the question the loop asked about a step's command; the step runs on."""
+        if not text.strip():
+            raise InvalidInputError("answer: the question needs an answer (the command to run, or how)")
+        self._commands().answer(str(pending["workflow_id"]), text)
+        run = _waiting_run(session, execution.id)
+        run.status = "running"  # the same step run (and workflow) goes on: drive() reopens it
+        run.actor = actor[:255]
+        execution.status = ExecutionStatus.RUNNING
+        execution.pending = None
+        execution.updated_at = utcnow()
 
     def expire(self, execution_id: str) -> Finished | None:
         """Time out the waiting step of an execution whose deadline passed (its ``on_failure`` follows)."""
@@ -487,10 +504,19 @@ class RunbookEngine:
                 )
                 .values(runner=self.name, lease_until=now + timedelta(seconds=LEASE_SECONDS))
             ).rowcount  # type: ignore[attr-defined]
+            holder = None
             if not claimed:
                 holder = session.scalar(
                     select(RunbookExecution.runner).where(RunbookExecution.id == execution_id)
                 )
+                if holder is not None and _dead_here(holder):
+                    # Killed on this machine: its lease need not run out before the run goes on.
+                    claimed = session.execute(
+                        update(RunbookExecution)
+                        .where(RunbookExecution.id == execution_id, RunbookExecution.runner == holder)
+                        .values(runner=self.name, lease_until=now + timedelta(seconds=LEASE_SECONDS))
+                    ).rowcount  # type: ignore[attr-defined]
+            if not claimed:
                 if holder is None and session.get(RunbookExecution, execution_id) is None:
                     raise NotFoundError(f"no runbook execution {execution_id}")
                 raise ConflictError(
@@ -627,6 +653,20 @@ def _all_outputs(session: Session, execution_id: str) -> str:
     ]
     text = "\n\n".join(parts)
     return text[-MAX_OUTPUT_CHARS:]
+
+
+def _dead_here(holder: str) -> bool:
+    """Whether ``holder`` (``host:pid``) names a process of this machine that no longer runs."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 def _overdue(pending: Mapping[str, Any]) -> bool:

@@ -380,7 +380,7 @@ def check_runbook(runbook: Runbook) -> list[str]:
             problems.append(
                 f"field trigger_patterns.error_patterns[{pattern_index}]: not a regular expression: {exc}"
             )
-    if problems:
+    if len(numbers) < len(runbook.steps):  # the graph is ambiguous until the numbers are unique
         return problems
     return problems + _graph_problems(runbook) + _template_problems(runbook)
 
@@ -447,7 +447,11 @@ def _template_problems(runbook: Runbook) -> list[str]:
     problems = []
     numbers = {step.number for step in runbook.steps}
     for step in runbook.steps:
-        for name in placeholders(step.template):
+        try:
+            names = placeholders(step.template)
+        except TemplateError:  # reported with its field already
+            names = []
+        for name in names:
             names_a_step = name.startswith("step_") and name.endswith("_output") and name[5:-7].isdigit()
             if names_a_step and int(name[5:-7]) not in numbers:
                 problems.append(f"{step.label}, field {_template_field(step)}: {{{{{name}}}}} names no step")

@@ -291,15 +291,16 @@ class RunbookService:
     def _answer(
         self, principal: Principal, execution_id: str, text: str, *, approved: bool | None, drive: bool = True
     ) -> dict[str, Any]:
-        execution = self._changeable(principal, execution_id)
+        # Anyone who may read the run and write answers it: the person it waits for is often not the
+        # one who started it. An approval step also names who may approve.
+        principal.require(Scope.WRITE, "answering runbook steps")
+        with self._lib.sessions() as session:
+            execution = self._readable(session, principal, execution_id)
+            session.expunge(execution)
         self.engine.expire(execution_id)
 
         def may_approve(approvers: list[str]) -> bool:
-            if not approvers or principal.sees_everything:
-                return True
-            names = {principal.user_name, f"user:{principal.user_id}"}
-            names.update(f"team:{team}" for team in principal.team_ids)
-            return not names.isdisjoint(approvers)
+            return self._may_approve(principal, approvers)
 
         finished = self.engine.answer(
             execution_id, text=text, actor=principal.user_name, approved=approved, may_approve=may_approve
@@ -309,6 +310,23 @@ class RunbookService:
         elif drive and execution.mode == "auto":
             self.engine.drive(execution_id)
         return self.execution(principal, execution_id)
+
+    def _may_approve(self, principal: Principal, approvers: list[str]) -> bool:
+        """Whether ``principal`` is among ``approvers``: user names, ``user:ID``, ``team:NAME`` or ``team:ID``."""
+        if not approvers or principal.sees_everything:
+            return True
+        if principal.user_name in approvers or f"user:{principal.user_id}" in approvers:
+            return True
+        for approver in approvers:
+            if not approver.startswith("team:") or not principal.team_ids:
+                continue
+            try:
+                team_ids = self._lib.identity.team_ids_of(principal.organization_id, [approver[5:]])
+            except LibrarianError:  # a team this organisation does not have approves nothing
+                continue
+            if not principal.team_ids.isdisjoint(team_ids):
+                return True
+        return False
 
     def resume(self, principal: Principal, execution_id: str) -> dict[str, Any]:
         """Go on with an execution whose process died (or time out its overdue waiting step)."""

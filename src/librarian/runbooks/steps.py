@@ -64,6 +64,8 @@ class CommandOutcome:
     error: str | None
     workflow_id: str
     final_payload: dict[str, Any]
+    # The self-correcting loop's question, when it paused the step's workflow to ask one.
+    question: str | None = None
 
 
 class CommandRunner(Protocol):
@@ -74,6 +76,10 @@ class CommandRunner(Protocol):
     ) -> CommandOutcome:
         """Run ``payload`` (a ``command_executor`` payload) once per ``key``; ``on_wait`` is called
         every few seconds while it runs (to renew the run's lease)."""
+        ...
+
+    def answer(self, workflow_id: str, text: str) -> None:
+        """Answer the question the correction of a step's command asked."""
         ...
 
 
@@ -107,18 +113,9 @@ class RuntimeCommandRunner:
             except TaskFailedError:
                 on_wait()
         if report.status == WorkflowStatus.PAUSED.value:
-            # The loop asked a question no one running a runbook step can answer here.
-            question = (report.question or {}).get("question", "a question")
-            self.runtime.cancel(workflow_id)
-            return CommandOutcome(
-                False,
-                "",
-                "",
-                None,
-                f"the correction asked {question!r}; answer it by fixing the runbook",
-                workflow_id,
-                payload,
-            )
+            # The loop is unsure of its correction and asks; the runbook run waits for the answer.
+            question = str((report.question or {}).get("question") or "which command should run instead?")
+            return CommandOutcome(False, "", "", None, None, workflow_id, payload, question=question)
         with self.runtime.sessions() as session:
             task = session.scalar(
                 select(Task).where(
@@ -142,6 +139,10 @@ class RuntimeCommandRunner:
             workflow_id=workflow_id,
             final_payload=final_payload,
         )
+
+    def answer(self, workflow_id: str, text: str) -> None:
+        """Answer the question the loop asked in a step's workflow (it then runs again)."""
+        self.runtime.answer(workflow_id, text)
 
 
 def report_uuid(workflow_id: str) -> Any:
@@ -195,6 +196,10 @@ def run_bash(
         outcome = runner.run(key, payload, title=step.title, on_wait=on_wait)
     except LibrarianError as exc:
         return StepResult("failed", error=exc.message, rendered=command.display)
+    if outcome.question is not None:
+        pending = _pending("question", step, outcome.question, None)
+        pending["workflow_id"] = outcome.workflow_id
+        return StepResult("wait", rendered=command.display, pending=pending, workflow_id=outcome.workflow_id)
     corrected = None
     if outcome.final_payload.get("argv") != payload.get("argv") or outcome.final_payload.get(
         "script"
