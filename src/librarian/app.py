@@ -24,7 +24,6 @@ from librarian.embeddings.factory import create_embedder
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.home import prepare_home
 from librarian.incidents.learning import LearningService
-from librarian.runbooks.service import RunbookService
 from librarian.incidents.service import IncidentService
 from librarian.incidents.solutions import SolutionService
 from librarian.index.base import SearchFilter, VectorStore
@@ -45,6 +44,7 @@ from librarian.knowledge.identity import IdentityService
 from librarian.knowledge.service import KnowledgeService
 from librarian.llm import LLMClient, create_llm
 from librarian.research.error_evidence import AcceptorCache
+from librarian.runbooks.service import RunbookService
 from librarian.search_results import SearchResult, search_result
 from librarian.storage import repository
 from librarian.storage.database import open_database

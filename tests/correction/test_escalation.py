@@ -14,6 +14,7 @@ from librarian.config import Settings
 from librarian.correction.escalation import EscalationReport, FailedCommand
 from librarian.correction.loop import LoopOptions, SelfCorrectingCorrector
 from librarian.correction.timeline import STEP_KIND, read_timeline
+from librarian.runbooks.catalog import RunbookInput
 from librarian.runtime.engine import Runtime
 from librarian.runtime.spec import WorkflowBuilder, WorkflowSpec
 from librarian.runtime.version_probe import parse_version
@@ -106,6 +107,17 @@ def test_the_json_report_round_trips_and_is_written_next_to_the_markdown(tmp_pat
     assert EscalationReport.from_dict(data).to_dict() == data
 
 
+S3_RUNBOOK = """
+name: S3 upload failures
+trigger_patterns:
+  symptoms: [upload fails]
+  services: [s3]
+  error_patterns: ['Unknown options: --\\w+']
+steps:
+  - {step: 1, title: check the CLI version, action_type: bash, command: aws --version, final_step: true}
+"""
+
+
 def test_the_loop_escalates_when_nothing_can_be_researched(tmp_path: Path) -> None:
     """The real AWS CLI rejects the option, no documentation is indexed, and none is indexed on demand."""
     settings = Settings(home=tmp_path / "home", runtime_workers=2, runtime_task_timeout_seconds=120.0)
@@ -121,6 +133,8 @@ def test_the_loop_escalates_when_nothing_can_be_researched(tmp_path: Path) -> No
         .build()
     )
     with Librarian(settings) as docs:
+        # The team's runbook for this kind of failure: the escalation names it.
+        docs.runbooks.add(docs.default_principal, RunbookInput(S3_RUNBOOK))
         loop = SelfCorrectingCorrector.from_settings(
             settings, librarian=docs, options=LoopOptions(ask_user=False, index_on_demand=False)
         )
@@ -162,6 +176,10 @@ def test_the_loop_escalates_when_nothing_can_be_researched(tmp_path: Path) -> No
     assert [c["argv"] for c in data["candidates"]] == [SEED[:5]]
     assert all(c["confidence"] < data["threshold"] for c in data["candidates"])
     assert "Unknown options" in markdown_path.read_text()
+    [runbook] = data["runbooks"]
+    assert runbook["name"] == "S3 upload failures"
+    assert any("Unknown options" in reason for reason in runbook["reasons"])
+    assert "## Runbooks that match" in markdown_path.read_text()
 
 
 # --- clarification: the workflow pauses with a question, an answer resumes it -------------------------

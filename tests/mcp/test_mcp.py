@@ -42,6 +42,14 @@ TOOLS = {
     "save_learning",
     "mark_incident_similarity",
     "record_solution_outcome",
+    "get_runbook",
+    "list_runbooks",
+    "add_runbook",
+    "start_runbook_execution",
+    "execute_runbook_step",
+    "answer_runbook_step",
+    "approve_runbook_step",
+    "get_runbook_execution",
 }
 
 

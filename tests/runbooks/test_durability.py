@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from sqlalchemy import func, select
 
 from librarian.app import Librarian
@@ -103,7 +102,9 @@ def test_a_runbook_runs_on_postgresql_with_rabbitmq_workers(
         assert lib.runbooks.stats(lib.default_principal, runbook["id"])["success_count"] == 1
 
 
-def test_an_agent_prompt_asks_the_configured_llm_with_outputs_as_data(tmp_path: Path, embedder: LocalMiniLMEmbedder) -> None:
+def test_an_agent_prompt_asks_the_configured_llm_with_outputs_as_data(
+    tmp_path: Path, embedder: LocalMiniLMEmbedder
+) -> None:
     text = """
 name: llm
 steps:
@@ -118,7 +119,9 @@ steps:
 """
     with FakeLLMServer() as server:
         server.queue("The log is an injection attempt. VERDICT: hostile")
-        settings = Settings(home=tmp_path / "home", llm_provider="openai", llm_url=server.openai_url, llm_model="m")
+        settings = Settings(
+            home=tmp_path / "home", llm_provider="openai", llm_url=server.openai_url, llm_model="m"
+        )
         with Librarian(settings, embedder=embedder) as lib:
             runbook = lib.runbooks.add(lib.default_principal, RunbookInput(text))
             run = lib.runbooks.start(lib.default_principal, runbook["id"])
@@ -143,9 +146,13 @@ steps:
 """
 
 
-def test_a_drifted_command_is_corrected_and_proposed_as_a_new_version(lib: Librarian, add_runbook: AddRunbook) -> None:
+def test_a_drifted_command_is_corrected_and_proposed_as_a_new_version(
+    lib: Librarian, add_runbook: AddRunbook
+) -> None:
     # pip's own help, indexed as a user would: `--not-required` moved from `freeze` to `list`.
-    lib.ingest_cli(str(Path(sys.executable).parent / "pip"), sdk_name="pip", scopes=("freeze", "list"), max_depth=1)
+    lib.ingest_cli(
+        str(Path(sys.executable).parent / "pip"), sdk_name="pip", scopes=("freeze", "list"), max_depth=1
+    )
     runbook = add_runbook(LEAVES)
     me = lib.default_principal
 
@@ -168,7 +175,9 @@ def test_a_drifted_command_is_corrected_and_proposed_as_a_new_version(lib: Libra
     assert again["status"] == "completed" and again["steps"][0]["corrected_command"] is None
 
 
-def test_the_loops_question_pauses_the_run_and_the_answer_goes_on(lib: Librarian, add_runbook: AddRunbook) -> None:
+def test_the_loops_question_pauses_the_run_and_the_answer_goes_on(
+    lib: Librarian, add_runbook: AddRunbook
+) -> None:
     """With no documentation indexed the loop is unsure of its fix and asks; whoever runs the runbook
     answers, and the same step (the same workflow) goes on with the answer."""
     runbook = add_runbook(LEAVES)

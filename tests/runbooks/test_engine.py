@@ -51,7 +51,9 @@ def test_a_run_extracts_branches_and_is_recorded(lib: Librarian, add_runbook: Ad
     runbook = add_runbook(FLOW)
     me = lib.default_principal
 
-    high = lib.runbooks.start(me, runbook["id"], variables={"value": "42"}, problem="widget overload E_WIDGET_7")
+    high = lib.runbooks.start(
+        me, runbook["id"], variables={"value": "42"}, problem="widget overload E_WIDGET_7"
+    )
     low = lib.runbooks.start(me, runbook["id"], variables={"value": "3"})
 
     assert high["status"] == "completed", high

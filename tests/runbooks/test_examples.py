@@ -38,7 +38,9 @@ def held_lock(postgres_url: str) -> Iterator[str]:
     holder.execute(text("BEGIN"))
     holder.execute(text("LOCK TABLE rb_lock_probe IN ACCESS EXCLUSIVE MODE"))
     waiter = engine.connect()
-    blocked = threading.Thread(target=lambda: waiter.execute(text("SELECT count(*) FROM rb_lock_probe")), daemon=True)
+    blocked = threading.Thread(
+        target=lambda: waiter.execute(text("SELECT count(*) FROM rb_lock_probe")), daemon=True
+    )
     blocked.start()
     try:
         yield make_url(postgres_url).database or "test"
@@ -63,7 +65,9 @@ def test_postgresql_investigation_extracts_from_psql_and_branches(
         "connection_alarm_ratio": "0",  # any connection count is "near the limit": step 3 runs
     }
 
-    run = lib.runbooks.start(lib.default_principal, runbook_id, variables=variables, problem="queries hanging")
+    run = lib.runbooks.start(
+        lib.default_principal, runbook_id, variables=variables, problem="queries hanging"
+    )
 
     assert run["status"] == "waiting", run  # the summary (an agent_prompt) waits: no LLM here
     assert _path(run) == [1, 2, 3, 4, 5, 6, 7, 8]
@@ -73,11 +77,15 @@ def test_postgresql_investigation_extracts_from_psql_and_branches(
     assert "rb_lock_probe" in run["steps"][5]["output"]  # the blocked query, found by pg_blocking_pids
     assert "rb_lock_probe" in run["waiting_for"]["prompt"]
 
-    done = lib.runbooks.answer(lib.default_principal, run["id"], "A session holds an exclusive lock: terminate it.")
+    done = lib.runbooks.answer(
+        lib.default_principal, run["id"], "A session holds an exclusive lock: terminate it."
+    )
     assert done["status"] == "completed"
 
 
-def test_postgresql_investigation_of_a_quiet_server_skips_the_branches(lib: Librarian, postgres_url: str) -> None:
+def test_postgresql_investigation_of_a_quiet_server_skips_the_branches(
+    lib: Librarian, postgres_url: str
+) -> None:
     url = make_url(postgres_url)
     runbook_id = _runbook_id(lib, "PostgreSQL health investigation")
     variables = {

@@ -85,7 +85,9 @@ def test_graph_problems_are_found_after_the_schema_passes() -> None:
         parse_runbook_text(text, origin="broken.yaml")
     problems = caught.value.problems
     assert any("step 1" in p and "on_success" in p and "no step 7" in p for p in problems), problems
-    assert any("step 2" in p and "field condition" in p and "only the functions" in p for p in problems), problems
+    assert any("step 2" in p and "field condition" in p and "only the functions" in p for p in problems), (
+        problems
+    )
     assert any("step 4" in p and "field command" in p and "manual" in p for p in problems), problems
 
 
@@ -104,7 +106,7 @@ steps:
     assert "no step has final_step" in problems
     assert "a loop with no bound" in problems and "1 -> 2 -> 1" in problems
 
-    bounded = text.replace('on_success: 1}', 'on_success: 1, max_visits: 3}').replace(
+    bounded = text.replace("on_success: 1}", "on_success: 1, max_visits: 3}").replace(
         'command: "true"}', 'command: "true", final_step: true}'
     )
     with pytest.raises(RunbookInvalidError) as still:
@@ -189,7 +191,10 @@ def test_a_value_cannot_change_what_a_condition_does() -> None:
 
 
 def test_extraction_by_jsonpath_yaml_and_regex() -> None:
-    pod_yaml = "status:\n  containerStatuses:\n    - restartCount: 4\n      lastState:\n        terminated:\n          exitCode: 137\n"
+    pod_yaml = (
+        "status:\n  containerStatuses:\n    - restartCount: 4\n"
+        "      lastState:\n        terminated:\n          exitCode: 137\n"
+    )
     values = extract(
         pod_yaml,
         {
@@ -201,5 +206,5 @@ def test_extraction_by_jsonpath_yaml_and_regex() -> None:
     psql = " count \n-------\n    12\n(1 row)\n"
     assert extract(psql, {"n": "regex:^\\s+(\\d+)\\s*$"}) == {"n": "12"}
     assert extract("db main ok", {"db": {"regex": "db (?P<name>\\w+)", "group": "name"}}) == {"db": "main"}
-    with pytest.raises(ExtractError, match="extract.n"):
+    with pytest.raises(ExtractError, match=r"extract\.n"):
         extract("nothing here", {"n": "regex:(\\d+)"})

@@ -35,6 +35,7 @@ from librarian.cli.incidents import incidents_app, solutions_app
 from librarian.cli.knowledge import knowledge_app
 from librarian.cli.refresh import refresh, refresh_interval, schedule
 from librarian.cli.research import feedback, research, sdks
+from librarian.cli.runbooks import runbook_app
 from librarian.cli.tour import tour
 from librarian.cli.workflow import worker, workflow_app
 from librarian.errors import InvalidInputError
@@ -55,6 +56,7 @@ app.add_typer(admin_app, name="admin")
 app.add_typer(knowledge_app, name="knowledge")
 app.add_typer(incidents_app, name="incidents")
 app.add_typer(solutions_app, name="solutions")
+app.add_typer(runbook_app, name="runbook")
 app.command("worker")(worker)
 
 

@@ -86,6 +86,7 @@ class EscalationReport:
         threshold: the confidence a candidate needed.
         clarification: questions asked of the user and their answers.
         next_steps: what a person could try.
+        runbooks: the team's runbooks that match the failure (id, name, score, reasons).
         created_at: when the report was made (UTC, ISO 8601).
     """
 
@@ -102,6 +103,7 @@ class EscalationReport:
     threshold: float | None = None
     clarification: list[dict[str, str]] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
+    runbooks: list[dict[str, Any]] = field(default_factory=list)
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,6 +122,7 @@ class EscalationReport:
             "threshold": self.threshold,
             "clarification": [{k: scrub(v) for k, v in item.items()} for item in self.clarification],
             "next_steps": [scrub(step) for step in self.next_steps],
+            "runbooks": [dict(runbook) for runbook in self.runbooks],
             "created_at": self.created_at,
         }
 
@@ -156,6 +159,7 @@ class EscalationReport:
             threshold=float(threshold) if isinstance(threshold, int | float) else None,
             clarification=[{str(k): str(v) for k, v in item.items()} for item in items("clarification")],
             next_steps=[str(step) for step in data.get("next_steps") or []],
+            runbooks=items("runbooks"),
             created_at=str(data.get("created_at") or datetime.now(UTC).isoformat()),
         )
 
@@ -251,6 +255,15 @@ class EscalationReport:
         if data["next_steps"]:
             lines += ["## What to try next", ""]
             lines += [f"- {step}" for step in data["next_steps"]]
+            lines.append("")
+        if data["runbooks"]:
+            lines += ["## Runbooks that match", ""]
+            for runbook in data["runbooks"]:
+                lines.append(
+                    f"- **{runbook.get('name')}** (runbook {runbook.get('id')}, score "
+                    f"{float(runbook.get('score') or 0):.2f}): {'; '.join(runbook.get('reasons') or [])}. "
+                    f"Run it: `librarian runbook run {runbook.get('id')}`"
+                )
             lines.append("")
         lines += [f"_Report made {self.created_at}._", ""]
         return "\n".join(lines)

@@ -28,6 +28,8 @@ class _Loop(Protocol):
 
     def investigation_escalated(self, report: EscalationReport) -> None: ...
 
+    def matching_runbooks(self, problem: str) -> list[dict[str, Any]]: ...
+
 
 def ask_user(loop: _Loop, run: LoopRun, step: StepRecorder) -> ClarificationRequest:
     """Pause the workflow with a question only the user can answer."""
@@ -75,6 +77,8 @@ def escalate(loop: _Loop, run: LoopRun, step: StepRecorder, *, reason: str | Non
             last.argv, last.exit_code, last.stderr, last.stdout, run.trigger.to_dict(), code=last.code
         )
     suggestions = list(dict.fromkeys(s for attempt in run.research for s in attempt.suggestions))
+    last_error = history[-1].stderr if history else ""
+    runbooks = loop.matching_runbooks(f"{run.context.goal}\n{failed.description}\n{last_error}")
     report = EscalationReport(
         goal=run.context.goal,
         task_key=failed.key,
@@ -96,6 +100,7 @@ def escalate(loop: _Loop, run: LoopRun, step: StepRecorder, *, reason: str | Non
         ],
         next_steps=suggestions
         or ["check the tool's own help for the failed command", "index the tool's documentation"],
+        runbooks=runbooks,
     )
     paths: list[str] = []
     if loop.escalations is not None:

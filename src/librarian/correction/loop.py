@@ -106,6 +106,8 @@ __all__ = ["LoopOptions", "SelfCorrectingCorrector", "loop_correctors"]
 logger = logging.getLogger(__name__)
 # A wait shorter than this is not worth a line in the timeline.
 _NOTICEABLE_SECONDS = 0.05
+# A runbook must score at least this for an escalation to name it (below, it is noise).
+RUNBOOK_MATCH_MINIMUM = 0.3
 
 DEFAULT_EXECUTOR_TYPES = ("command_executor", "code_executor", "file_writer", "api_caller")
 _STRATEGY_NAMES = (
@@ -259,6 +261,19 @@ class SelfCorrectingCorrector:
         """Save an escalated failure as an incident whose fix is still unknown."""
         if self.librarian is not None:
             record_escalation(self.librarian, report)
+
+    def matching_runbooks(self, problem: str) -> list[dict[str, Any]]:
+        """The runbooks of the local organisation that match an escalated failure (best three)."""
+        if self.librarian is None:
+            return []
+        try:
+            matches = self.librarian.runbooks.match(
+                self.librarian.default_principal, problem[:4000], limit=3, minimum=RUNBOOK_MATCH_MINIMUM
+            )
+        except LibrarianError as exc:
+            logger.warning("could not look for runbooks matching the failure: %s", exc.message)
+            return []
+        return [{key: match[key] for key in ("id", "name", "score", "reasons", "url")} for match in matches]
 
     def close(self) -> None:
         """Release what :meth:`from_settings` and :func:`loop_correctors` opened."""

@@ -21,6 +21,7 @@ from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
 from librarian.mcp.incident_tools import register_incident_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
+from librarian.mcp.runbook_tools import register_runbook_tools
 from librarian.research import feedback as feedback_store
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage as _research
@@ -31,7 +32,10 @@ INSTRUCTIONS = (
     "research_api_usage with the SDK name, what you were trying to do and the error text. Call "
     "list_sdks to see what is indexed, search_documentation for free-form search of the docs, and "
     "search_knowledge for the organisation's runbooks, incident reports and solutions. When "
-    "investigating a problem, call find_similar_incidents and get_solution, and save_learning at the end."
+    "investigating a problem, call find_similar_incidents and get_solution, and save_learning at the end. "
+    "For a known kind of problem, get_runbook(problem_description=...) finds the team's runbook; run it "
+    "with start_runbook_execution and execute_runbook_step, one step at a time, answering agent_prompt "
+    "steps with your analysis."
 )
 
 T = TypeVar("T")
@@ -180,6 +184,7 @@ def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
 
     register_knowledge_tools(server, lib)
     register_incident_tools(server, lib)
+    register_runbook_tools(server, lib)
     return server
 
 

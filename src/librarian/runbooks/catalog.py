@@ -53,6 +53,8 @@ class RunbookCatalog:
 
     def __init__(self, lib: Librarian) -> None:
         self._lib = lib
+        # A version never changes once saved: its validated runbook is kept, not parsed per step.
+        self._definitions: dict[tuple[int, int], Runbook] = {}
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -94,7 +96,7 @@ class RunbookCatalog:
         runbook = given.parsed()
         self._lib.cache.embed_documents([runbook.search_text()])
         with self._lib.sessions.begin() as session:
-            row = self._changeable(session, principal, runbook_id)
+            row = self.changeable(session, principal, runbook_id)
             change = self._revise_in(session, principal, row, runbook, given, base_version=base_version)
         self._lib.vectors.apply_outbox()
         return {**self.get(principal, runbook_id), "change": change}
@@ -102,7 +104,7 @@ class RunbookCatalog:
     def set_active(self, principal: Principal, runbook_id: int, active: bool) -> dict[str, Any]:
         """Retire a runbook from recommendations (``active=False``) or bring it back; runs keep working."""
         with self._lib.sessions.begin() as session:
-            row = self._changeable(session, principal, runbook_id)
+            row = self.changeable(session, principal, runbook_id)
             row.is_active = active
             row.updated_at = utcnow()
         return self.get(principal, runbook_id)
@@ -157,12 +159,20 @@ class RunbookCatalog:
 
     def definition(self, session: Session, row: RunbookRow, version: int | None = None) -> Runbook:
         """The validated runbook of ``row`` at ``version`` (default: current)."""
+        key = (row.id, version or row.version)
+        cached = self._definitions.get(key)
+        if cached is not None:
+            return cached
         document = (
             row.definition
             if version in (None, row.version)
             else self._version(session, row.id, version).definition
         )
-        return parse_runbook(document, origin=f"runbook {row.id}")
+        runbook = parse_runbook(document, origin=f"runbook {row.id}")
+        if len(self._definitions) > 1024:
+            self._definitions.clear()
+        self._definitions[key] = runbook
+        return runbook
 
     def versions(self, principal: Principal, runbook_id: int) -> list[dict[str, Any]]:
         """Every version of a runbook, newest first."""
@@ -233,7 +243,7 @@ class RunbookCatalog:
             raise NotFoundError(f"no runbook {runbook_id}", hint="list them with: librarian runbook list")
         return row
 
-    def _changeable(self, session: Session, principal: Principal, runbook_id: int) -> RunbookRow:
+    def changeable(self, session: Session, principal: Principal, runbook_id: int) -> RunbookRow:
         principal.require(Scope.WRITE, "changing runbooks")
         row = self.readable(session, principal, runbook_id)
         if not can_change(principal, row.organization_id, row.created_by):
@@ -415,7 +425,23 @@ def runbook_summary(row: RunbookRow) -> dict[str, Any]:
 
 
 def runbook_view(row: RunbookRow, definition: dict[str, Any], version: int, label: str) -> dict[str, Any]:
-    """A runbook with its steps (as the design's ``get_runbook`` answers) and statistics."""
+    """A runbook with its steps (as the design's ``get_runbook`` answers) and statistics.
+
+    The name, description, category, tags and triggers are the version's own (an old version shows
+    what it said then); statistics are the runbook's.
+    """
+    triggers = definition.get("trigger_patterns") or {}
+    own = {
+        "name": definition.get("name", row.name),
+        "description": definition.get("description", ""),
+        "category": definition.get("category"),
+        "tags": list(definition.get("tags") or []),
+        "trigger_patterns": {
+            "symptoms": list(triggers.get("symptoms") or []),
+            "services": list(triggers.get("services") or []),
+            "error_patterns": list(triggers.get("error_patterns") or []),
+        },
+    }
     steps = [
         {
             "step_number": step["step"],
@@ -426,6 +452,7 @@ def runbook_view(row: RunbookRow, definition: dict[str, Any], version: int, labe
     ]
     return {
         **runbook_summary(row),
+        **own,
         "version": version,
         "version_label": label,
         "current_version": row.version,

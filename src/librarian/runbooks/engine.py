@@ -339,7 +339,12 @@ class RunbookEngine:
             )
             return Finished(execution.id, execution.runbook_id, status)
         if target == ABORT:
-            self._finish(session, execution, ExecutionStatus.FAILED, f"{step.label} failed: {result.error}")
+            reason = (
+                f"{step.label} failed: {result.error}"
+                if result.status == "failed"
+                else f"{step.label} took {outcome}, which aborts the run"
+            )
+            self._finish(session, execution, ExecutionStatus.FAILED, reason)
             return Finished(execution.id, execution.runbook_id, ExecutionStatus.FAILED)
         execution.status = ExecutionStatus.RUNNING
         execution.current_step_number = int(target)
@@ -382,7 +387,7 @@ class RunbookEngine:
             if execution.status != ExecutionStatus.WAITING or not execution.pending:
                 raise ConflictError(
                     f"execution {execution_id} is {execution.status}, not waiting for an answer",
-                    hint=f"see where it is with: librarian runbook show-execution {execution_id}",
+                    hint=f"see where it is with: librarian runbook execution {execution_id}",
                 )
             pending = execution.pending
             if pending.get("kind") == "question" and not _overdue(pending):

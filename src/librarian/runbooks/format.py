@@ -28,9 +28,11 @@ A runbook (``docs/runbooks.md`` has the whole reference)::
         if_false: 4
       ...
 
-Every problem is reported at once, each naming the file, the step and the field. The graph check
-refuses targets that name no step, steps no path reaches, a runbook without a final step, and loops
-none of whose steps has ``max_visits`` (a loop must be bounded, or a run could go on forever).
+Problems are reported together, each naming the file, the step and the field: every schema problem
+(wrong types, unknown fields); when the schema holds, every field and expression problem and, unless
+step numbers repeat, every graph problem. The graph check refuses targets that name no step, steps
+no path reaches, a runbook without a final step, and loops none of whose steps has ``max_visits``
+(a loop must be bounded, or a run could go on forever).
 """
 
 from __future__ import annotations
@@ -159,6 +161,10 @@ class RunbookInvalidError(InvalidInputError):
         super().__init__(f"{origin}: {shown}", hint="see docs/runbooks.md for the runbook format")
         self.origin = origin
         self.problems = problems
+
+    def to_dict(self) -> dict[str, object]:
+        """The error with every problem listed (interfaces return it as is)."""
+        return {**super().to_dict(), "origin": self.origin, "problems": list(self.problems)}
 
 
 @dataclass(frozen=True)

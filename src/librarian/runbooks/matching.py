@@ -30,7 +30,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.runbooks.models import RunbookRow
 
+# Runbooks whose triggers are checked: the best by meaning, and those sharing the most words with the
+# problem (words shared by more runbooks than MAX_POSTING say little and are skipped).
 MEANING_CANDIDATES = 50
+TERM_CANDIDATES = 50
 MAX_POSTING = 2000
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.-]{2,}")
 _LITERAL = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
@@ -87,7 +90,7 @@ class RunbookMatrix:
     grants: list[frozenset[str]]
     active: npt.NDArray[np.bool_]
     triggers: list[Triggers]
-    postings: dict[str, list[int]]
+    postings: dict[str, npt.NDArray[np.int64]]
     masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = field(default_factory=dict)
 
     def mask(self, grants: tuple[str, ...] | None) -> npt.NDArray[np.bool_]:
@@ -175,7 +178,7 @@ class RunbookIndex:
             grants=[frozenset(row.access_grants or ()) for row in rows],
             active=np.fromiter((bool(row.is_active) for row in rows), dtype=bool, count=len(rows)),
             triggers=triggers,
-            postings=dict(postings),
+            postings={term: np.asarray(rows_of, dtype=np.int64) for term, rows_of in postings.items()},
         )
         with self._lock:
             self._matrix = built
@@ -196,10 +199,18 @@ class RunbookIndex:
             best = np.argpartition(-similarity, count - 1)[:count]
             rows.update(int(row) for row in best if np.isfinite(similarity[row]))
         problem = text.lower()
+        shared = np.zeros(len(matrix.ids), dtype=np.int32)
         for term in set(_WORD.findall(problem)):
             posting = matrix.postings.get(term)
-            if posting and len(posting) <= MAX_POSTING:
-                rows.update(row for row in posting if mask[row])
+            if posting is not None and len(posting) <= MAX_POSTING:
+                shared[posting] += 1
+        shared[~mask] = 0
+        hits = int(np.count_nonzero(shared))
+        if hits:
+            best_terms = np.argpartition(-shared, min(TERM_CANDIDATES, hits) - 1)[
+                : min(TERM_CANDIDATES, hits)
+            ]
+            rows.update(int(row) for row in best_terms if shared[row] > 0)
         found = []
         for row in rows:
             trigger, reasons = matrix.triggers[row].explain(problem)

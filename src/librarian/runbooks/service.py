@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 OUTCOMES = ("resolved", "partially_resolved", "escalated", "failed")
+PROPOSAL_STATUSES = ("pending", "accepted", "rejected")
 
 
 class RunbookService:
@@ -141,7 +142,7 @@ class RunbookService:
         except InvalidInputError as exc:
             return {"valid": False, "origin": str(path), "problems": [exc.message], "required_variables": []}
         return self.validate(
-            path.read_text(encoding="utf-8"), origin=str(path), json_format=path.suffix == ".json"
+            path.read_text(encoding="utf-8"), origin=str(path), json_format=path.suffix.lower() == ".json"
         )
 
     # -- finding --------------------------------------------------------------------------------
@@ -183,10 +184,19 @@ class RunbookService:
         if not candidates:
             return []
         with self._lib.sessions() as session:
+            # Only what ranking and the answer need: a row's definition can be large.
             rows = {
                 row.id: row
-                for row in session.scalars(
-                    select(RunbookRow).where(RunbookRow.id.in_([c.runbook_id for c in candidates]))
+                for row in session.execute(
+                    select(
+                        RunbookRow.id,
+                        RunbookRow.name,
+                        RunbookRow.description,
+                        RunbookRow.category,
+                        RunbookRow.effectiveness_score,
+                        RunbookRow.execution_count,
+                        RunbookRow.success_count,
+                    ).where(RunbookRow.id.in_([c.runbook_id for c in candidates]))
                 )
             }
         ranked: list[dict[str, Any]] = []
@@ -297,7 +307,9 @@ class RunbookService:
         with self._lib.sessions() as session:
             execution = self._readable(session, principal, execution_id)
             session.expunge(execution)
-        self.engine.expire(execution_id)
+        expired = self.engine.expire(execution_id)
+        if expired is not None:  # it timed out before this answer came: its follow-ups still happen
+            self._finished(expired)
 
         def may_approve(approvers: list[str]) -> bool:
             return self._may_approve(principal, approvers)
@@ -312,7 +324,7 @@ class RunbookService:
         return self.execution(principal, execution_id)
 
     def _may_approve(self, principal: Principal, approvers: list[str]) -> bool:
-        """Whether ``principal`` is among ``approvers``: user names, ``user:ID``, ``team:NAME`` or ``team:ID``."""
+        """Whether ``principal`` is one of ``approvers``: a user name, user:ID, team:NAME or team:ID."""
         if not approvers or principal.sees_everything:
             return True
         if principal.user_name in approvers or f"user:{principal.user_id}" in approvers:
@@ -439,6 +451,9 @@ class RunbookService:
         principal.require(Scope.READ, "reading runbook executions")
         if not 1 <= limit <= 500:
             raise InvalidInputError("limit: use 1 to 500")
+        statuses = (*ExecutionStatus.FINAL, ExecutionStatus.RUNNING, ExecutionStatus.WAITING)
+        if status is not None and status not in statuses:
+            raise InvalidInputError(f"status: {status!r} is not one of {', '.join(statuses)}")
         from librarian.index.grants_sql import grants_condition
 
         with self._lib.sessions() as session:
@@ -503,6 +518,8 @@ class RunbookService:
         self, principal: Principal, runbook_id: int, *, status: str | None = "pending"
     ) -> list[dict[str, Any]]:
         """Corrections the loop made to a runbook's commands, offered as new versions."""
+        if status is not None and status not in PROPOSAL_STATUSES:
+            raise InvalidInputError(f"status: {status!r} is not one of {', '.join(PROPOSAL_STATUSES)}")
         with self._lib.sessions() as session:
             self.catalog.readable(session, principal, runbook_id)
             query = (
@@ -524,10 +541,13 @@ class RunbookService:
             proposal = session.get(RunbookProposal, proposal_id)
             if proposal is None:
                 raise NotFoundError(f"no runbook proposal {proposal_id}")
+            runbook_id = proposal.runbook_id
+            try:  # deciding changes the runbook: its author or an administrator decides
+                row = self.catalog.changeable(session, principal, runbook_id)
+            except NotFoundError:
+                raise NotFoundError(f"no runbook proposal {proposal_id}") from None
             if proposal.status != "pending":
                 raise ConflictError(f"proposal {proposal_id} was already {proposal.status}")
-            runbook_id = proposal.runbook_id
-            row = self.catalog.readable(session, principal, runbook_id)
             definition = dict(row.definition)
             base_version, step_number, new_command = row.version, proposal.step_number, proposal.new_command
             old_command = proposal.old_command

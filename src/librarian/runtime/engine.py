@@ -224,15 +224,22 @@ class Runtime:
         return self.wait(workflow_id, timeout=timeout) if wait else self.status(workflow_id)
 
     def wait(
-        self, workflow_id: str, *, timeout: float | None = None, first_poll: float = _FIRST_POLL_SECONDS
+        self,
+        workflow_id: str,
+        *,
+        timeout: float | None = None,
+        first_poll: float = _FIRST_POLL_SECONDS,
+        max_poll: float = _MAX_POLL_SECONDS,
     ) -> WorkflowReport:
         """Block until the workflow reaches a final status or pauses with a question for the user.
 
         Args:
             workflow_id: the workflow.
             timeout: give up after this many seconds.
-            first_poll: the first pause between status reads (they grow by half each time, to 0.2 s);
-                a caller waiting for a one-task workflow, such as a runbook step, polls sooner.
+            first_poll: the first pause between status reads (they grow by half each time, to
+                ``max_poll``); a caller waiting for a one-task workflow, such as a runbook step, polls
+                sooner and more often.
+            max_poll: the longest pause between status reads.
 
         Raises:
             TaskFailedError: ``timeout`` seconds passed first (the workflow keeps running).
@@ -250,7 +257,7 @@ class Runtime:
                     hint=f"follow it with: librarian workflow status {workflow_id}",
                 )
             time.sleep(pause)
-            pause = min(pause * 1.5, _MAX_POLL_SECONDS)
+            pause = min(pause * 1.5, max_poll)
 
     def status(self, workflow_id: str) -> WorkflowReport:
         """The workflow's tree of tasks and its event log.
