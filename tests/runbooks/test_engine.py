@@ -268,3 +268,25 @@ def test_an_edit_is_a_new_version_and_runs_record_theirs(lib: Librarian, add_run
     assert "echo low" in lib.runbooks.catalog.get(me, first["id"], version=1)["steps"][3]["command"]
     document = lib.knowledge.documents.get(me, second["knowledge_document_id"])
     assert document["document_type"] == "runbook" and "echo LOW" in document["content"]
+
+
+def test_the_sweeper_times_out_a_forgotten_wait(lib: Librarian, add_runbook: AddRunbook) -> None:
+    runbook = add_runbook(
+        """
+name: forgotten
+steps:
+  - {step: 1, title: ask, action_type: manual, prompt: "anyone?", timeout_seconds: 0.2, on_failure: 2}
+  - {step: 2, title: fallback, action_type: bash, command: echo nobody answered, final_step: true}
+"""
+    )
+    run = lib.runbooks.start(lib.default_principal, runbook["id"])
+    assert run["status"] == "waiting"
+
+    lib.runbooks.start_sweeper(interval_seconds=0.05)
+    deadline = time.monotonic() + 30
+    while lib.runbooks.execution(lib.default_principal, run["id"])["status"] != "completed":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    done = lib.runbooks.execution(lib.default_principal, run["id"])
+    assert [(s["step"], s["status"]) for s in done["steps"]] == [(1, "timed_out"), (2, "succeeded")]

@@ -315,6 +315,8 @@ def serve(
         )
         if mcp:
             mount_streamable_http(api, create_mcp_server(lib), host=host)
+        # Runbook runs whose process died go on here; waits past their deadline time out.
+        lib.runbooks.start_sweeper()
         # Bound here, not by uvicorn, so a port in use is one clear error instead of a log line.
         listener = _listen(host, port)
         uvicorn.Server(uvicorn.Config(api, host=host, port=port)).run(sockets=[listener])

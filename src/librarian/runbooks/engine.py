@@ -14,21 +14,20 @@ while a step runs; a run whose driver died is free once the lease expires.
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from librarian.runbooks.extract import ExtractError, extract
 from librarian.runbooks.format import ABORT, Runbook, Step, outcomes
+from librarian.runbooks.lease import LEASE_SECONDS, ExecutionLease
 from librarian.runbooks.models import RunbookExecution, RunbookRow, RunbookStepRun
 from librarian.runbooks.steps import (
     MAX_OUTPUT_CHARS,
@@ -39,6 +38,7 @@ from librarian.runbooks.steps import (
     run_pause,
     run_prompt,
 )
+from librarian.runbooks.tracking import record_run
 from librarian.storage.models import as_utc, utcnow
 
 if TYPE_CHECKING:
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 # A run visits at most this many steps in all, whatever the per-step bounds (a last safety net).
 MAX_STEP_VISITS = 1000
-LEASE_SECONDS = 60.0
 
 
 class ExecutionStatus:
@@ -79,11 +78,6 @@ class Finished:
     status: str
 
 
-def runner_name() -> str:
-    """This process, as a lease holder."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 class RunbookEngine:
     """Start, drive, answer and cancel runbook executions.
 
@@ -111,7 +105,7 @@ class RunbookEngine:
         self._llm = llm
         self._on_finished = on_finished
         self._task_timeout = task_timeout
-        self.name = runner_name()
+        self.lease = ExecutionLease(sessions)
 
     # -- starting ---------------------------------------------------------------------------------
 
@@ -127,8 +121,12 @@ class RunbookEngine:
         problem: str,
         mode: str,
         agent_driven: bool,
+        claimed: bool = False,
     ) -> str:
         """Create an execution of ``runbook`` (the current version of ``row``) at its first step.
+
+        ``claimed`` creates it held by this process, which is about to drive it (a server's sweep
+        for interrupted runs must not take it first).
 
         Raises:
             InvalidInputError: a variable the runbook needs has no value, a value is not a scalar, or
@@ -163,6 +161,8 @@ class RunbookEngine:
             visits={},
             completed_steps=[],
             failed_steps=[],
+            runner=self.lease.name if claimed else None,
+            lease_until=utcnow() + timedelta(seconds=LEASE_SECONDS) if claimed else None,
         )
         session.add(execution)
         session.flush()
@@ -176,7 +176,7 @@ class RunbookEngine:
         Raises:
             ConflictError: another live process is driving this execution.
         """
-        self._claim(execution_id)
+        self.lease.claim(execution_id)
         try:
             taken = 0
             while max_steps is None or taken < max_steps:
@@ -184,9 +184,7 @@ class RunbookEngine:
                 if prepared is None:
                     break
                 runbook, step, run_id, values, key, deadline, agent_driven = prepared
-                result = self._act(
-                    step, values, key=key, deadline=deadline, agent_driven=agent_driven, run_id=run_id
-                )
+                result = self._act(step, values, key=key, deadline=deadline, agent_driven=agent_driven)
                 recorded = self._record(execution_id, runbook, step, run_id, result)
                 if recorded.finished is not None:
                     self._on_finished(recorded.finished)
@@ -198,7 +196,7 @@ class RunbookEngine:
                     continue
                 taken += 1
         finally:
-            self._release(execution_id)
+            self.lease.release(execution_id)
 
     def _act(
         self,
@@ -208,7 +206,6 @@ class RunbookEngine:
         key: str,
         deadline: float | None,
         agent_driven: bool,
-        run_id: int,
     ) -> StepResult:
         if step.action_type == "bash":
             return run_bash(
@@ -216,7 +213,7 @@ class RunbookEngine:
                 values,
                 self._commands(),
                 key=key,
-                on_wait=lambda: self._renew(run_id),
+                on_wait=self.lease.renew,
                 task_timeout=self._task_timeout,
             )
         if step.action_type == "conditional":
@@ -492,95 +489,6 @@ class RunbookEngine:
             self._finish(session, execution, ExecutionStatus.CANCELLED, reason)
             return Finished(execution.id, execution.runbook_id, ExecutionStatus.CANCELLED)
 
-    # -- the lease --------------------------------------------------------------------------------
-
-    def _claim(self, execution_id: str) -> None:
-        now = utcnow()
-        with self._sessions.begin() as session:
-            claimed = session.execute(
-                update(RunbookExecution)
-                .where(
-                    RunbookExecution.id == execution_id,
-                    or_(
-                        RunbookExecution.runner.is_(None),
-                        RunbookExecution.runner == self.name,
-                        RunbookExecution.lease_until < now,
-                    ),
-                )
-                .values(runner=self.name, lease_until=now + timedelta(seconds=LEASE_SECONDS))
-            ).rowcount  # type: ignore[attr-defined]
-            holder = None
-            if not claimed:
-                holder = session.scalar(
-                    select(RunbookExecution.runner).where(RunbookExecution.id == execution_id)
-                )
-                if holder is not None and _dead_here(holder):
-                    # Killed on this machine: its lease need not run out before the run goes on.
-                    claimed = session.execute(
-                        update(RunbookExecution)
-                        .where(RunbookExecution.id == execution_id, RunbookExecution.runner == holder)
-                        .values(runner=self.name, lease_until=now + timedelta(seconds=LEASE_SECONDS))
-                    ).rowcount  # type: ignore[attr-defined]
-            if not claimed:
-                if holder is None and session.get(RunbookExecution, execution_id) is None:
-                    raise NotFoundError(f"no runbook execution {execution_id}")
-                raise ConflictError(
-                    f"execution {execution_id} is being run by {holder}",
-                    hint=f"wait, or resume it once that process has stopped (leases last {LEASE_SECONDS:g}s)",
-                )
-
-    def _renew(self, _run_id: int) -> None:
-        with self._sessions.begin() as session:
-            session.execute(
-                update(RunbookExecution)
-                .where(
-                    RunbookExecution.runner == self.name, RunbookExecution.status == ExecutionStatus.RUNNING
-                )
-                .values(lease_until=utcnow() + timedelta(seconds=LEASE_SECONDS))
-            )
-
-    def _release(self, execution_id: str) -> None:
-        with self._sessions.begin() as session:
-            session.execute(
-                update(RunbookExecution)
-                .where(RunbookExecution.id == execution_id, RunbookExecution.runner == self.name)
-                .values(runner=None, lease_until=None)
-            )
-
-    def interrupted(self) -> list[str]:
-        """Running executions no live process drives (their driver died): ``drive`` them to go on."""
-        now = utcnow()
-        with self._sessions() as session:
-            return list(
-                session.scalars(
-                    select(RunbookExecution.id).where(
-                        RunbookExecution.status == ExecutionStatus.RUNNING,
-                        or_(RunbookExecution.runner.is_(None), RunbookExecution.lease_until < now),
-                    )
-                )
-            )
-
-
-def record_run(row: RunbookRow, execution: RunbookExecution, now: datetime) -> None:
-    """Count a finished execution in its runbook's statistics and effectiveness."""
-    row.execution_count = (row.execution_count or 0) + 1
-    if execution.status == ExecutionStatus.COMPLETED:
-        row.success_count = (row.success_count or 0) + 1
-    row.total_duration_ms = (row.total_duration_ms or 0) + (execution.duration_ms or 0)
-    row.last_executed_at = now
-    row.effectiveness_score = effectiveness(row)
-
-
-def effectiveness(row: RunbookRow) -> float:
-    """0-1: the success rate (smoothed toward one half while runs are few), blended half and half with
-    the average rating (1-5 stars mapped to 0-1) once there are ratings."""
-    runs, successes = row.execution_count or 0, row.success_count or 0
-    rate = (successes + 1) / (runs + 2)
-    if row.rating_count:
-        stars = (row.rating_sum / row.rating_count - 1) / 4
-        rate = 0.5 * rate + 0.5 * stars
-    return round(rate, 3)
-
 
 def _get(session: Session, execution_id: str) -> RunbookExecution:
     execution = session.get(RunbookExecution, execution_id)
@@ -658,20 +566,6 @@ def _all_outputs(session: Session, execution_id: str) -> str:
     ]
     text = "\n\n".join(parts)
     return text[-MAX_OUTPUT_CHARS:]
-
-
-def _dead_here(holder: str) -> bool:
-    """Whether ``holder`` (``host:pid``) names a process of this machine that no longer runs."""
-    host, _, pid = holder.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        return False
-    return False
 
 
 def _overdue(pending: Mapping[str, Any]) -> bool:

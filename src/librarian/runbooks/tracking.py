@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import case, func, select
@@ -127,3 +128,24 @@ def executions_of(session: Session, runbook_id: int) -> int:
         )
         or 0
     )
+
+
+def record_run(row: RunbookRow, execution: RunbookExecution, now: datetime) -> None:
+    """Count a finished execution in its runbook's statistics and effectiveness."""
+    row.execution_count = (row.execution_count or 0) + 1
+    if execution.status == "completed":
+        row.success_count = (row.success_count or 0) + 1
+    row.total_duration_ms = (row.total_duration_ms or 0) + (execution.duration_ms or 0)
+    row.last_executed_at = now
+    row.effectiveness_score = effectiveness(row)
+
+
+def effectiveness(row: RunbookRow) -> float:
+    """0-1: the success rate (smoothed toward one half while runs are few), blended half and half with
+    the average rating (1-5 stars mapped to 0-1) once there are ratings."""
+    runs, successes = row.execution_count or 0, row.success_count or 0
+    rate = (successes + 1) / (runs + 2)
+    if row.rating_count:
+        stars = (row.rating_sum / row.rating_count - 1) / 4
+        rate = 0.5 * rate + 0.5 * stars
+    return round(rate, 3)
