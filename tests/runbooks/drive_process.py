@@ -2,7 +2,9 @@
 
     python -m tests.runbooks.drive_process HOME RUNBOOK_ID
 
-prints the execution id on its first line, then drives the run until it waits or ends.
+prints the execution id on its first line, then drives the run until it waits or ends. The store
+and broker come from the environment (``LIBRARIAN_DATABASE_URL``, ``LIBRARIAN_BROKER_URL``): with a
+broker, bash steps go to ``librarian worker`` processes.
 """
 
 from __future__ import annotations

@@ -82,6 +82,46 @@ def test_a_run_killed_mid_step_resumes_from_the_last_finished_step(
         assert workflows == 3
 
 
+def test_a_driver_killed_on_postgresql_with_rabbitmq_is_resumed_by_another_process(
+    tmp_path: Path, postgres_url: str, embedder: LocalMiniLMEmbedder, cluster: Cluster
+) -> None:
+    for role in ("orchestrator", "evaluator", "executor"):
+        cluster.start(role)
+    settings = Settings(home=tmp_path / "home", database_url=postgres_url)
+    with Librarian(settings, embedder=embedder) as lib:
+        runbook_id = lib.runbooks.add(lib.default_principal, RunbookInput(SLOW))["id"]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARIAN_")}
+    environment.update(LIBRARIAN_DATABASE_URL=postgres_url, LIBRARIAN_BROKER_URL=cluster.broker_url)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.runbooks.drive_process", str(tmp_path / "driver"), str(runbook_id)],
+        cwd=REPO,
+        env=environment,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    execution_id = child.stdout.readline().strip()
+    with Librarian(settings, embedder=embedder) as lib:
+        deadline = time.monotonic() + 120
+        while _step_runs(lib, execution_id) != [(1, "succeeded"), (2, "running")]:
+            assert time.monotonic() < deadline, _step_runs(lib, execution_id)
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+        lib.runbooks = RunbookService(lib, commands=RuntimeCommandRunner(cluster.runtime))
+
+        resumed = lib.runbooks.resume(lib.default_principal, execution_id)
+
+        assert resumed["status"] == "completed", resumed
+        assert [(s["step"], s["status"]) for s in resumed["steps"]] == [
+            (1, "succeeded"),
+            (2, "succeeded"),
+            (3, "succeeded"),
+        ]
+        with lib.sessions() as session:
+            assert session.scalar(select(func.count()).select_from(Workflow)) == 3
+
+
 def test_a_runbook_runs_on_postgresql_with_rabbitmq_workers(
     tmp_path: Path, postgres_url: str, embedder: LocalMiniLMEmbedder, cluster: Cluster
 ) -> None:

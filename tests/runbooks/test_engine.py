@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from librarian.app import Librarian
-from librarian.errors import ConflictError, ForbiddenError, InvalidInputError
+from librarian.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
+from librarian.runbooks.catalog import RunbookInput
 from tests.runbooks.conftest import AddRunbook
 
 FLOW = """
@@ -290,3 +291,25 @@ steps:
 
     done = lib.runbooks.execution(lib.default_principal, run["id"])
     assert [(s["step"], s["status"]) for s in done["steps"]] == [(1, "timed_out"), (2, "succeeded")]
+
+
+def test_a_private_runbook_is_neither_shown_nor_matched_nor_run_for_others(lib: Librarian) -> None:
+    me = lib.default_principal
+    lib.identity.create_user(me, 1, "alice")
+    lib.identity.create_user(me, 1, "bob")
+    alice, bob = lib.identity.principal_of(1, "alice"), lib.identity.principal_of(1, "bob")
+    text = FLOW.replace("name: measure and decide", "name: alice's widget runbook")
+    private = lib.runbooks.add(alice, RunbookInput(text, visibility="private"))
+
+    problem = "widget overload E_WIDGET_3 on widgets"
+    assert [m["id"] for m in lib.runbooks.match(alice, problem)] == [private["id"]]
+    assert lib.runbooks.match(bob, problem) == []
+    assert lib.runbooks.catalog.list_runbooks(bob) == []
+    with pytest.raises(NotFoundError):
+        lib.runbooks.catalog.get(bob, private["id"])
+    with pytest.raises(NotFoundError):
+        lib.runbooks.start(bob, private["id"], variables={"value": "1"})
+    run = lib.runbooks.start(alice, private["id"], variables={"value": "1"})
+    with pytest.raises(NotFoundError):
+        lib.runbooks.execution(bob, run["id"])
+    assert lib.runbooks.executions(bob) == []

@@ -8,13 +8,11 @@ cancelled (or an error), 4 it waits for someone: the command to answer or approv
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from librarian.cli.common import (
     EXIT_FAILURE,
@@ -23,8 +21,20 @@ from librarian.cli.common import (
     handle_errors,
     librarian,
     print_json,
-    stderr,
     stdout,
+)
+from librarian.cli.runbook_output import (
+    history_table,
+    print_dry_run,
+    print_execution,
+    print_import_report,
+    print_matches,
+    print_runbook,
+    print_stats,
+    print_validation,
+    proposals_table,
+    runbooks_table,
+    versions_table,
 )
 from librarian.cli.workflow import EXIT_PAUSED
 from librarian.errors import InvalidInputError
@@ -45,9 +55,6 @@ Variables = Annotated[
     typer.Option("--var", help="A variable of the run as NAME=VALUE; repeat for several."),
 ]
 Version = Annotated[int | None, typer.Option("--version", help="An earlier version (default: current).")]
-
-# Longest output of a step run shown in a table cell (--json shows it whole).
-_SHOWN_CHARS = 300
 
 
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
@@ -103,16 +110,7 @@ def import_runbooks(
     if as_json:
         print_json(report)
     else:
-        stdout.print(
-            f"{len(report['created'])} created, {len(report['new_version'])} new versions, "
-            f"{len(report['unchanged'])} unchanged, {len(report['errors'])} refused",
-            highlight=False,
-        )
-        for error in report["errors"]:
-            for problem in error["problems"]:
-                stderr.print(
-                    f"[yellow]refused[/] {escape(error['file'])}: {escape(problem)}", highlight=False
-                )
+        print_import_report(report)
     if report["errors"]:
         raise typer.Exit(EXIT_PARTIAL)
 
@@ -127,18 +125,8 @@ def validate(
         result = lib.runbooks.validate_file(file)
     if as_json:
         print_json(result)
-    elif result["valid"]:
-        needed = ", ".join(result["required_variables"]) or "none"
-        stdout.print(
-            f"{escape(str(file))}: valid runbook [bold]{escape(result['name'])}[/], {result['steps']} steps; "
-            f"required variables: {escape(needed)}",
-            highlight=False,
-        )
     else:
-        stderr.print(f"[bold red]error:[/] {escape(str(file))} is not a valid runbook:", highlight=False)
-        for problem in result["problems"]:
-            stderr.print(f"  - {escape(problem)}", highlight=False)
-        stderr.print("[dim]hint: see docs/runbooks.md for the runbook format[/]", highlight=False)
+        print_validation(file, result)
     if not result["valid"]:
         raise typer.Exit(EXIT_FAILURE)
 
@@ -166,18 +154,7 @@ def list_runbooks(
     if not rows:
         stdout.print("no runbooks yet: add one with `librarian runbook add FILE`", style="yellow")
         return
-    table = Table("id", "name", "version", "category", "runs", "success", "effectiveness")
-    for row in rows:
-        table.add_row(
-            str(row["id"]),
-            escape(row["name"]) + ("" if row["is_active"] else " [dim](retired)[/]"),
-            str(row["version"]),
-            escape(row["category"] or ""),
-            str(row["execution_count"]),
-            _percent(row["success_rate"]),
-            _number(row["effectiveness_score"]),
-        )
-    stdout.print(table)
+    stdout.print(runbooks_table(rows))
 
 
 @runbook_app.command("show")
@@ -195,30 +172,8 @@ def show(runbook_id: RunbookId, version: Version = None, as_json: JsonOption = F
             for step in lib.runbooks.dry_run(principal, runbook_id, version=version)["steps"]
         }
         stats = lib.runbooks.stats(principal, runbook_id)
-    stdout.print(
-        f"[bold]{escape(view['name'])}[/] (id {view['id']}, version {view['version']} of "
-        f"{view['current_version']}{', ' + escape(view['category']) if view['category'] else ''})",
-        highlight=False,
-    )
-    if view["description"]:
-        stdout.print(escape(view["description"]), highlight=False)
-    if view["variables"]:
-        shown = ", ".join(
-            f"{name}={'(required)' if value is None else value}" for name, value in view["variables"].items()
-        )
-        stdout.print(f"variables: {escape(shown)}", highlight=False)
-    table = Table("step", "title", "type", "does", "leads to")
-    for step in view["steps"]:
-        leads = ", ".join(f"{key}: {target}" for key, target in outcomes.get(step["step_number"], {}).items())
-        table.add_row(
-            str(step["step_number"]) + (" (final)" if step.get("final_step") else ""),
-            escape(step["title"]),
-            step["action_type"],
-            escape((step.get("action") or step.get("description") or "").strip()),
-            escape(leads),
-        )
-    stdout.print(table)
-    _print_stats(stats)
+    print_runbook(view, outcomes)
+    print_stats(stats)
 
 
 @runbook_app.command("versions")
@@ -229,16 +184,7 @@ def versions(runbook_id: RunbookId, as_json: JsonOption = False) -> None:
     if as_json:
         print_json(rows)
         return
-    table = Table("version", "label", "by user", "saved", "note")
-    for row in rows:
-        table.add_row(
-            str(row["version"]),
-            escape(row["version_label"] or ""),
-            str(row["created_by"] or ""),
-            row["created_at"],
-            escape(row["note"] or ""),
-        )
-    stdout.print(table)
+    stdout.print(versions_table(rows))
 
 
 @runbook_app.command("find")
@@ -264,14 +210,7 @@ def find(
     if not found["matches"]:
         stdout.print("no runbook matches", style="yellow")
         return
-    for rank, match in enumerate(found["matches"], start=1):
-        stdout.print(
-            f"[bold cyan]{rank}. {escape(match['name'])}[/] "
-            f"(runbook {match['id']}, score {match['score']:.3f})",
-            highlight=False,
-        )
-        stdout.print(f"   [dim]{escape('; '.join(match['reasons']))}[/]", highlight=False)
-    stdout.print(f"[dim]run the best with: librarian runbook run {found['matches'][0]['id']} --var ...[/]")
+    print_matches(found)
 
 
 # -- running ----------------------------------------------------------------------------------------
@@ -301,41 +240,7 @@ def dry_run(
     if as_json:
         print_json(result)
         return
-    table = Table("step", "title", "type", "would run", "leads to")
-    for step in result["steps"]:
-        does = step.get("command") or step.get("prompt") or step.get("condition") or ""
-        if step.get("error"):
-            does = f"{does}\n[red]{escape(step['error'])}[/]" if does else f"[red]{escape(step['error'])}[/]"
-            table.add_row(str(step["step"]), escape(step["title"]), step["action_type"], does, "")
-            continue
-        leads = ", ".join(f"{key}: {target}" for key, target in step["outcomes"].items())
-        table.add_row(
-            str(step["step"]), escape(step["title"]), step["action_type"], escape(does), escape(leads)
-        )
-    stdout.print(table)
-    path = []
-    for visit in result["path"]:
-        if "note" in visit:
-            path.append(f"step {visit['step']} {visit['note']}")
-            continue
-        branch = ""
-        if "branch" in visit:
-            branch = f" ({visit['branch']}{', undetermined' if 'undetermined' in visit else ''})"
-        path.append(f"{visit['step']} {visit['title']}{branch}")
-    ending = result["path"][-1].get("next") if result["path"] else None
-    stdout.print("path: " + escape(" -> ".join(path) + (f" -> {ending}" if ending else "")), highlight=False)
-    for visit in result["path"]:
-        if "undetermined" in visit:
-            stdout.print(
-                f"[dim]step {visit['step']}: {escape(visit['undetermined'])} (give it with --assume)[/]",
-                highlight=False,
-            )
-    if result["missing_variables"]:
-        stderr.print(
-            f"[yellow]a run needs:[/] {escape(', '.join(result['missing_variables']))} "
-            "(pass them with --var NAME=VALUE)",
-            highlight=False,
-        )
+    print_dry_run(result)
 
 
 @runbook_app.command("run")
@@ -474,7 +379,7 @@ def execution(execution_id: ExecutionId, as_json: JsonOption = False) -> None:
     """One execution: every step run with what it ran and printed, and what it waits for."""
     with librarian() as lib:
         view = lib.runbooks.execution(lib.default_principal, execution_id)
-    print_json(view) if as_json else _print_execution(view)
+    print_json(view) if as_json else print_execution(view)
 
 
 @runbook_app.command("history")
@@ -500,18 +405,7 @@ def history(
     if not rows:
         stdout.print("no executions", style="yellow")
         return
-    table = Table("execution", "runbook", "status", "started", "duration", "outcome", "rating")
-    for row in rows:
-        table.add_row(
-            row["id"],
-            escape(f"{row['runbook_name'] or row['runbook_id']} v{row['runbook_version']}"),
-            row["status"],
-            row["started_at"] or "",
-            _duration(row["duration_ms"]),
-            row["outcome"] or "",
-            str(row["effectiveness_rating"] or ""),
-        )
-    stdout.print(table)
+    stdout.print(history_table(rows))
 
 
 @runbook_app.command("stats")
@@ -523,7 +417,7 @@ def stats(runbook_id: RunbookId, as_json: JsonOption = False) -> None:
         print_json(result)
         return
     stdout.print(f"[bold]{escape(result['name'])}[/] (id {result['id']})", highlight=False)
-    _print_stats(result)
+    print_stats(result)
 
 
 @runbook_app.command("proposals")
@@ -545,17 +439,7 @@ def proposals(
     if not rows:
         stdout.print(f"no {'' if status == 'all' else status + ' '}proposals", style="yellow")
         return
-    table = Table("proposal", "step", "status", "command now", "proposed command", "from execution")
-    for row in rows:
-        table.add_row(
-            str(row["id"]),
-            str(row["step"]),
-            row["status"],
-            escape(row["old_command"]),
-            escape(row["new_command"]),
-            row["execution_id"] or "",
-        )
-    stdout.print(table)
+    stdout.print(proposals_table(rows))
     if any(row["status"] == "pending" for row in rows):
         stdout.print("[dim]decide with: librarian runbook accept-proposal ID (or reject-proposal ID)[/]")
 
@@ -589,142 +473,13 @@ def _decide(proposal_id: int, *, accept: bool, as_json: bool) -> None:
     )
 
 
-# -- printing ---------------------------------------------------------------------------------------
+# -- exiting ----------------------------------------------------------------------------------------
 
 
 def _finish(view: dict[str, Any], as_json: bool) -> None:
     """Show an execution, then exit with the code its status calls for."""
-    print_json(view) if as_json else _print_execution(view)
+    print_json(view) if as_json else print_execution(view)
     if view["status"] == "waiting":
         raise typer.Exit(EXIT_PAUSED)
     if view["status"] in ("failed", "cancelled"):
         raise typer.Exit(EXIT_FAILURE)
-
-
-_STATUS_STYLE = {
-    "completed": "green",
-    "succeeded": "green",
-    "failed": "red",
-    "timed_out": "red",
-    "cancelled": "red",
-    "waiting": "yellow",
-    "running": "cyan",
-}
-
-
-def _styled(status: str) -> str:
-    return f"[{_STATUS_STYLE.get(status, 'white')}]{status}[/]"
-
-
-def _print_execution(view: dict[str, Any]) -> None:
-    stdout.print(
-        f"execution {view['id']}: {_styled(view['status'])} — runbook "
-        f"[bold]{escape(view['runbook_name'] or str(view['runbook_id']))}[/] "
-        f"(id {view['runbook_id']}, version {view['runbook_version']}, {view['mode']} mode)",
-        highlight=False,
-    )
-    runs = view.get("steps") or []
-    if runs:
-        table = Table("#", "step", "title", "type", "status", "ran", "result")
-        for run in runs:
-            output, error = _clipped(run["output"] or ""), _clipped(run["error"] or "")
-            result = escape(output)
-            if error and error != output:  # a rejection's note is both its output and its error
-                result += ("\n" if result else "") + f"[red]{escape(error)}[/]"
-            if run["corrected_command"]:
-                result += f"\n[dim]corrected to: {escape(run['corrected_command'])}[/]"
-            table.add_row(
-                str(run["sequence"]),
-                str(run["step"]) + (f" (attempt {run['attempt']})" if run["attempt"] > 1 else ""),
-                escape(run["title"]),
-                run["action_type"],
-                _styled(run["status"]),
-                escape(_clipped(run["rendered"] or "")),
-                result,
-            )
-        stdout.print(table)
-    if view["status"] in ("failed", "cancelled") and view["resolution_notes"]:
-        stdout.print(f"[red]{escape(view['resolution_notes'])}[/]", highlight=False)
-    waiting = view.get("waiting_for")
-    if view["status"] == "waiting" and waiting:
-        _print_waiting(view["id"], waiting)
-    elif view["status"] == "running" and view["mode"] == "step":
-        stdout.print(
-            f"next: step {view['current_step_number']}\n"
-            f"[dim]run it with: librarian runbook step {view['id']}[/]",
-            highlight=False,
-        )
-    elif view["status"] in ("completed", "failed", "cancelled") and view["outcome"] in (None, "failed"):
-        stdout.print(
-            f"[dim]record how it went: librarian runbook close {view['id']} "
-            "--outcome resolved|partially_resolved|escalated|failed --rating 1-5 --notes TEXT[/]",
-            highlight=False,
-        )
-
-
-def _print_waiting(execution_id: str, waiting: dict[str, Any]) -> None:
-    kind = waiting.get("kind", "")
-    stdout.print(
-        f"[yellow]waiting for {'an approval' if kind == 'approval' else 'an answer'}[/] at step "
-        f"{waiting.get('step')} ({escape(str(waiting.get('title', '')))}, {kind}):",
-        highlight=False,
-    )
-    stdout.print("   " + escape(str(waiting.get("prompt", ""))).replace("\n", "\n   "), highlight=False)
-    if waiting.get("approvers"):
-        stdout.print(f"   approvers: {escape(', '.join(waiting['approvers']))}", highlight=False)
-    if isinstance(waiting.get("deadline"), int | float):
-        moment = datetime.fromtimestamp(waiting["deadline"], tz=UTC).isoformat(timespec="seconds")
-        stdout.print(f"   answer before {moment}", highlight=False)
-    if kind == "approval":
-        stdout.print(
-            f"[dim]approve with: librarian runbook approve {execution_id} [--comment TEXT]\n"
-            f"reject with: librarian runbook approve {execution_id} --reject [--comment TEXT][/]",
-            highlight=False,
-        )
-    else:
-        stdout.print(f'[dim]answer with: librarian runbook answer {execution_id} "..."[/]', highlight=False)
-
-
-def _print_stats(stats: dict[str, Any]) -> None:
-    stdout.print(
-        f"runs {stats['execution_count']}, completed {stats['success_count']} "
-        f"({_percent(stats['success_rate'])}), average {_duration(stats['avg_execution_time_ms'])}, "
-        f"last run {stats['last_executed_at'] or 'never'}; effectiveness "
-        f"{_number(stats['effectiveness_score'])}, rating {_number(stats['average_rating'])}; "
-        f"pending proposals {stats['pending_proposals']}",
-        highlight=False,
-    )
-    if not stats["steps"]:
-        return
-    table = Table("step", "title", "runs", "succeeded", "failed", "timed out", "corrected", "average")
-    for step in stats["steps"]:
-        table.add_row(
-            str(step["step"]),
-            escape(step["title"] or ""),
-            str(step["runs"]),
-            str(step["succeeded"]),
-            str(step["failed"]),
-            str(step["timed_out"]),
-            str(step["corrected"]),
-            _duration(step["avg_duration_ms"]),
-        )
-    stdout.print(table)
-
-
-def _clipped(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
-
-
-def _percent(rate: float | None) -> str:
-    return "-" if rate is None else f"{rate:.0%}"
-
-
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _duration(milliseconds: float | None) -> str:
-    if milliseconds is None:
-        return "-"
-    return f"{milliseconds:.0f} ms" if milliseconds < 1000 else f"{milliseconds / 1000:.1f} s"
