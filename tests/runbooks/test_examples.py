@@ -7,6 +7,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
@@ -22,11 +23,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "runbooks"
 def _runbook_id(lib: Librarian, name: str) -> int:
     imported = lib.runbooks.catalog.import_path(lib.default_principal, EXAMPLES)
     assert imported["errors"] == []
-    return next(entry["id"] for entry in imported["created"] if entry["name"] == name)
+    return int(next(entry["id"] for entry in imported["created"] if entry["name"] == name))
 
 
-def _path(run: dict[str, object]) -> list[int]:
-    return [step["step"] for step in run["steps"]]  # type: ignore[attr-defined, index]
+def _path(run: dict[str, Any]) -> list[int]:
+    return [int(step["step"]) for step in run["steps"]]
 
 
 @pytest.fixture
