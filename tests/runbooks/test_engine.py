@@ -3,6 +3,7 @@ pauses for people and agents, retries, bounded loops, injection, and what a fini
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -313,3 +314,30 @@ def test_a_private_runbook_is_neither_shown_nor_matched_nor_run_for_others(lib: 
     with pytest.raises(NotFoundError):
         lib.runbooks.execution(bob, run["id"])
     assert lib.runbooks.executions(bob) == []
+
+
+def test_two_callers_cannot_drive_one_run_at_once(lib: Librarian, add_runbook: AddRunbook) -> None:
+    runbook = add_runbook(
+        """
+name: slow steps
+steps:
+  - {step: 1, title: slow, action_type: bash, command: sleep 1.5}
+  - {step: 2, title: done, action_type: bash, command: echo done, final_step: true}
+"""
+    )
+    me = lib.default_principal
+    run = lib.runbooks.start(me, runbook["id"], mode="step")
+    first = threading.Thread(target=lib.runbooks.step, args=(me, run["id"]))
+    first.start()
+    deadline = time.monotonic() + 30
+    while not lib.runbooks.execution(me, run["id"])["steps"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+    with pytest.raises(ConflictError, match="running a step now"):
+        lib.runbooks.step(me, run["id"])
+    first.join(30)
+
+    after = lib.runbooks.step(me, run["id"])
+    assert after["status"] == "completed"
+    assert [(s["step"], s["status"]) for s in after["steps"]] == [(1, "succeeded"), (2, "succeeded")]

@@ -14,6 +14,7 @@ while a step runs; a run whose driver died is free once the lease expires.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -106,6 +107,10 @@ class RunbookEngine:
         self._on_finished = on_finished
         self._task_timeout = task_timeout
         self.lease = ExecutionLease(sessions)
+        # The lease names a process; two threads of this one (two requests on one run, or a request
+        # and the sweeper) are kept apart here.
+        self._driving: set[str] = set()
+        self._driving_lock = threading.Lock()
 
     # -- starting ---------------------------------------------------------------------------------
 
@@ -176,7 +181,18 @@ class RunbookEngine:
         Raises:
             ConflictError: another live process is driving this execution.
         """
-        self.lease.claim(execution_id)
+        with self._driving_lock:
+            if execution_id in self._driving:
+                raise ConflictError(
+                    f"execution {execution_id} is running a step now", hint="wait for it, then read it again"
+                )
+            self._driving.add(execution_id)
+        try:
+            self.lease.claim(execution_id)
+        except BaseException:
+            with self._driving_lock:
+                self._driving.discard(execution_id)
+            raise
         try:
             taken = 0
             while max_steps is None or taken < max_steps:
@@ -197,6 +213,8 @@ class RunbookEngine:
                 taken += 1
         finally:
             self.lease.release(execution_id)
+            with self._driving_lock:
+                self._driving.discard(execution_id)
 
     def _act(
         self,
@@ -491,7 +509,9 @@ class RunbookEngine:
 
 
 def _get(session: Session, execution_id: str) -> RunbookExecution:
-    execution = session.get(RunbookExecution, execution_id)
+    # Locked for the transaction (on PostgreSQL): two answers, or an answer and a cancel, never both
+    # move the same run on from the same state.
+    execution = session.get(RunbookExecution, execution_id, with_for_update=True)
     if execution is None:
         raise NotFoundError(f"no runbook execution {execution_id}")
     return execution
