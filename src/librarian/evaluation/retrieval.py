@@ -93,8 +93,14 @@ def _file_name(doc_id: str, taken: set[str]) -> str:
     return name
 
 
-def evaluate_retrieval(directory: Path, settings: Settings, top_k: int = 10) -> dict[str, Any]:
-    """Index the dataset in a throwaway store and return the metrics (percent) and latencies (ms)."""
+def evaluate_retrieval(
+    directory: Path, settings: Settings, top_k: int = 10, *, database_url: str | None = None
+) -> dict[str, Any]:
+    """Index the dataset in a throwaway store and return the metrics (percent) and latencies (ms).
+
+    ``database_url`` names an empty database to use instead of a throwaway SQLite file (to measure
+    the PostgreSQL backend; ``bench/retrieval_postgres.py``).
+    """
     dataset = load_beir(directory)
     with tempfile.TemporaryDirectory(prefix="librarian-eval-") as scratch:
         root = Path(scratch)
@@ -108,7 +114,7 @@ def evaluate_retrieval(directory: Path, settings: Settings, top_k: int = 10) -> 
             (corpus_dir / f"{name}.md").write_text(body, encoding="utf-8")
             doc_of_file[f"{name}.md"] = doc_id
         eval_settings = settings.model_copy(
-            update={"home": root / "home", "database_url": None, "vector_url": None}
+            update={"home": root / "home", "database_url": database_url, "vector_url": None}
         )
         with Librarian(eval_settings) as lib:
             started = time.perf_counter()
