@@ -32,5 +32,7 @@ def test_common_words_do_not_make_postgres_rank_the_whole_table(
         assert len(hits) == 3
         # A query of common words alone still answers, through its rarest word.
         assert len(lexical.query("configure service", k=10)) == 10
+        # A word PostgreSQL drops as a stop word ("don", not in our own list) is never the only one chosen.
+        assert lexical._selective(["don", "configur"]) == ["configur"]
         # With room for every term, nothing changes.
         assert len(PostgresLexicalIndex(lib.engine).query("configure the zeppelin service", k=10)) == 10

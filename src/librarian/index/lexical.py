@@ -142,7 +142,19 @@ class PostgresLexicalIndex:
         estimates = []
         try:
             with self._engine.connect() as connection:
-                for term in terms:
+                # PostgreSQL's own stop words match nothing: a query of them alone must not be chosen.
+                searchable = (
+                    connection.execute(
+                        text(
+                            "SELECT term FROM unnest(CAST(:terms AS text[])) AS term "
+                            "WHERE numnode(to_tsquery('english', term)) > 0"
+                        ),
+                        {"terms": terms},
+                    )
+                    .scalars()
+                    .all()
+                )
+                for term in searchable:
                     plan = connection.execute(
                         text(
                             "EXPLAIN (FORMAT JSON) SELECT 1 FROM chunks "
@@ -153,6 +165,8 @@ class PostgresLexicalIndex:
                     estimates.append((float(plan[0]["Plan"]["Plan Rows"]), term))
         except SQLAlchemyError as exc:
             raise BackendUnavailableError(f"lexical search failed: {exc}") from exc
+        if not estimates:
+            return terms
         estimates.sort()
         chosen: list[str] = []
         expected = 0.0
