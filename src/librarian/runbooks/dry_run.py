@@ -41,7 +41,6 @@ def render_step(step: Step, values: Mapping[str, Any]) -> dict[str, Any]:
         entry["error"] = str(exc)
     if step.approvers:
         entry["approvers"] = list(step.approvers)
-    entry["outcomes"] = {}
     return entry
 
 

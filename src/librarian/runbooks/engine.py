@@ -278,7 +278,7 @@ class RunbookEngine:
             if finished is None:
                 assert run is not None
                 values = dict(execution.execution_context or {})
-                values["all_previous_outputs"] = _all_outputs(session, execution_id)
+                values.update(_outputs(session, execution_id))
                 deadline = (
                     time.time() + step.timeout_seconds
                     if step.timeout_seconds and step.action_type in ("manual", "approval", "agent_prompt")
@@ -336,11 +336,9 @@ class RunbookEngine:
         context = dict(execution.execution_context or {})
         context.update(values)
         if result.status == "succeeded":
-            context[f"step_{step.number}_output"] = result.output
             execution.completed_steps = [*execution.completed_steps, step.number]
             outcome = result.branch or "on_success"
         else:
-            context[f"step_{step.number}_output"] = result.output or result.error or ""
             execution.failed_steps = [*execution.failed_steps, step.number]
             outcome = "on_failure"
         execution.execution_context = context
@@ -570,8 +568,10 @@ def _close_run(run: RunbookStepRun, result: StepResult, values: Mapping[str, Any
     run.duration_ms = int((now - as_utc(run.started_at)).total_seconds() * 1000)
 
 
-def _all_outputs(session: Session, execution_id: str) -> str:
-    """Every finished step's output so far, in order, each under its step's title."""
+def _outputs(session: Session, execution_id: str) -> dict[str, str]:
+    """The outputs templates read, from the step runs (never copied into the run's values):
+    ``step_N_output`` (the last finished visit of step N: its output, or its error when it failed)
+    and ``all_previous_outputs`` (every finished step's, in order, under its title)."""
     rows = session.execute(
         select(RunbookStepRun.step_number, RunbookStepRun.title, RunbookStepRun.output, RunbookStepRun.error)
         .where(
@@ -580,12 +580,14 @@ def _all_outputs(session: Session, execution_id: str) -> str:
         )
         .order_by(RunbookStepRun.sequence)
     ).all()
-    parts = [
-        f"## Step {number}: {title}\n{(output or error or '').strip()}"
-        for number, title, output, error in rows
-    ]
-    text = "\n\n".join(parts)
-    return text[-MAX_OUTPUT_CHARS:]
+    outputs: dict[str, str] = {}
+    parts = []
+    for number, title, output, error in rows:
+        text = output or error or ""
+        outputs[f"step_{number}_output"] = text
+        parts.append(f"## Step {number}: {title}\n{text.strip()}")
+    outputs["all_previous_outputs"] = "\n\n".join(parts)[-MAX_OUTPUT_CHARS:]
+    return outputs
 
 
 def _overdue(pending: Mapping[str, Any]) -> bool:

@@ -175,8 +175,3 @@ def _shell_command(template: str, value_of: Callable[[str], str], display: str) 
     if quote is not None:
         raise TemplateError(f"the command never closes its {quote} quote")
     return RenderedCommand(display=display, script="".join(out), env=env)
-
-
-def shell_quoted(text: str) -> str:
-    """``text`` quoted for a POSIX shell (used to show a command a person can paste)."""
-    return shlex.quote(text)

@@ -49,12 +49,6 @@ def execution_view(
     execution: RunbookExecution, row: RunbookRow | None, runs: Sequence[RunbookStepRun] | None
 ) -> dict[str, Any]:
     """An execution as the design's ``runbook_executions`` row, plus what it waits for and its steps."""
-    context = dict(execution.execution_context or {})
-    variables = {
-        name: value
-        for name, value in context.items()
-        if not (name.startswith("step_") and name.endswith("_output"))
-    }
     view: dict[str, Any] = {
         "id": execution.id,
         "runbook_id": execution.runbook_id,
@@ -65,7 +59,7 @@ def execution_view(
         "problem": execution.problem,
         "current_step_number": execution.current_step_number,
         "waiting_for": execution.pending,
-        "variables": variables,
+        "variables": dict(execution.execution_context or {}),
         "completed_steps": list(execution.completed_steps or []),
         "failed_steps": list(execution.failed_steps or []),
         "outcome": execution.outcome,
@@ -116,18 +110,6 @@ def step_statistics(session: Session, runbook_id: int) -> list[dict[str, Any]]:
             }
         )
     return stats
-
-
-def executions_of(session: Session, runbook_id: int) -> int:
-    """How many executions a runbook has (finished or not)."""
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(RunbookExecution)
-            .where(RunbookExecution.runbook_id == runbook_id)
-        )
-        or 0
-    )
 
 
 def record_run(row: RunbookRow, execution: RunbookExecution, now: datetime) -> None:
