@@ -18,6 +18,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.config import Settings
+from librarian.discovery.service import DiscoveryService
 from librarian.embeddings.base import Embedder
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.embeddings.factory import create_embedder
@@ -100,6 +101,7 @@ class Librarian:
         self.solutions = SolutionService(self)
         self.learning = LearningService(self)
         self.runbooks = RunbookService(self)
+        self.discovery = DiscoveryService(self)
 
     # -- wiring -------------------------------------------------------------------------------
 

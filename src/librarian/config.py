@@ -296,6 +296,32 @@ class Settings(BaseSettings):
             "its installed API."
         ),
     )
+    tools_quarantine_imports: bool = Field(
+        default=True,
+        description=(
+            "Tools imported from outside (MCP servers, OpenAPI documents, Python modules, CLI help) "
+            "start quarantined: discovery and call_tool ignore them until an administrator approves."
+        ),
+    )
+    tools_call_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Time limit of one tool call (and of listing an MCP server's tools)."
+    )
+    tools_failure_threshold: int = Field(
+        default=3,
+        ge=1,
+        description="Consecutive failed calls after which a tool's circuit breaker opens (it leaves search).",
+    )
+    tools_probe_after_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="How long an open circuit waits before one probe call may bring the tool back.",
+    )
+    tools_substitute_confidence: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Confidence at which a workflow's unknown verb is substituted by the best match.",
+    )
 
     @field_validator("home")
     @classmethod

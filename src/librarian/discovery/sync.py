@@ -1,0 +1,281 @@
+"""Importing tools from a source and keeping them in sync with it.
+
+A source (an MCP server, an OpenAPI document, a Python module or entry-point group, an indexed CLI)
+is listed by its importer into manifests. Each manifest is compared with the stored tool of the same
+``toolId`` by content hash: new ones are added (quarantined when ``tools_quarantine_imports``),
+changed ones updated (keeping their review status and health), and tools the source no longer lists
+are removed. A source that cannot be listed (it hangs, crashes, answers nonsense) changes nothing: the
+error is recorded on the source and raised, and the registry keeps what it had. A manifest that is
+invalid is skipped with an error naming the tool and field; the others are imported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, select
+
+from librarian.discovery.manifest import ManifestInvalidError, ToolManifest, parse_tool
+from librarian.discovery.models import ToolRow, ToolSourceRow, ToolUse
+from librarian.discovery.registry import KEEP, Placement, ToolRegistry, manifest_hash
+from librarian.errors import InvalidInputError, LibrarianError, NotFoundError
+from librarian.knowledge.access import Principal, Scope
+from librarian.storage.models import utcnow
+
+if TYPE_CHECKING:
+    from librarian.app import Librarian
+
+logger = logging.getLogger(__name__)
+SOURCE_KINDS = ("mcp", "openapi", "python", "cli")
+
+
+@dataclass
+class Listing:
+    """What an importer found: raw manifests (validated here) and per-tool problems."""
+
+    manifests: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    version: str | None = None
+
+
+Importer = Callable[[Mapping[str, Any], "Librarian", Principal], Listing]
+
+
+def _importers() -> dict[str, Callable[[], Importer]]:
+    def mcp() -> Importer:
+        from librarian.discovery.importers.mcp import list_mcp_tools
+
+        return list_mcp_tools
+
+    def openapi() -> Importer:
+        from librarian.discovery.importers.openapi import list_openapi_operations
+
+        return list_openapi_operations
+
+    def python() -> Importer:
+        from librarian.discovery.importers.python import list_python_functions
+
+        return list_python_functions
+
+    def cli() -> Importer:
+        from librarian.discovery.importers.cli import list_cli_commands
+
+        return list_cli_commands
+
+    return {"mcp": mcp, "openapi": openapi, "python": python, "cli": cli}
+
+
+def source_view(row: ToolSourceRow) -> dict[str, Any]:
+    """A tool source as the adapters show it (without an MCP server's environment)."""
+    return {
+        "id": row.id,
+        "name": row.name,
+        "kind": row.kind,
+        "spec": {key: value for key, value in (row.spec or {}).items() if key != "env"},
+        "visibility": row.visibility,
+        "last_synced_at": None if row.last_synced_at is None else row.last_synced_at.isoformat(),
+        "last_error": row.last_error,
+        "last_changes": row.last_changes or {},
+    }
+
+
+class ToolSync:
+    """Imports and re-syncs tool sources on behalf of principals."""
+
+    def __init__(
+        self,
+        lib: Librarian,
+        registry: ToolRegistry,
+        importers: Mapping[str, Callable[[], Importer]] | None = None,
+    ) -> None:
+        self._lib = lib
+        self._registry = registry
+        self._importers = dict(importers or _importers())
+
+    def import_source(
+        self,
+        principal: Principal,
+        kind: str,
+        name: str,
+        spec: Mapping[str, Any],
+        *,
+        placement: Placement | None = None,
+        approve: bool = False,
+    ) -> dict[str, Any]:
+        """Register (or update) the source ``name`` and sync its tools now.
+
+        ``approve`` (administrators only) imports the tools active instead of quarantined.
+
+        Raises:
+            InvalidInputError: an unknown kind or a bad name.
+            LibrarianError: the source could not be listed (recorded on the source; nothing changed).
+        """
+        principal.require(Scope.WRITE, "importing tools")
+        if kind not in SOURCE_KINDS:
+            raise InvalidInputError(f"kind: {kind!r} is not one of {', '.join(SOURCE_KINDS)}")
+        if (
+            not name
+            or len(name) > 128
+            or not name.replace("-", "").replace("_", "").replace(".", "").isalnum()
+        ):
+            raise InvalidInputError(f"name: {name!r} must be 1-128 letters, digits, '-', '_' or '.'")
+        if approve and not principal.is_admin:
+            raise InvalidInputError("approve: only an administrator can import tools already approved")
+        with self._lib.sessions.begin() as session:
+            row = session.scalar(
+                select(ToolSourceRow).where(
+                    ToolSourceRow.organization_id == principal.organization_id, ToolSourceRow.name == name
+                )
+            )
+            if row is None:
+                row = ToolSourceRow(
+                    organization_id=principal.organization_id,
+                    created_by=principal.user_id,
+                    name=name,
+                    kind=kind,
+                    visibility=(placement.visibility if placement else None) or "organization",
+                    allowed_teams=list(placement.allowed_teams if placement else ()),
+                    last_changes={},
+                    created_at=utcnow(),
+                )
+                session.add(row)
+            row.kind = kind
+            row.spec = dict(spec)
+            session.flush()
+            source_id = row.id
+        return self.sync(principal, source_id, approve=approve)
+
+    def source_row(self, principal: Principal, key: str | int) -> ToolSourceRow:
+        """The caller's organisation's source ``key`` (name or id)."""
+        with self._lib.sessions() as session:
+            condition = ToolSourceRow.id == int(key) if str(key).isdigit() else ToolSourceRow.name == str(key)
+            row = session.scalar(
+                select(ToolSourceRow).where(
+                    condition, ToolSourceRow.organization_id == principal.organization_id
+                )
+            )
+            if row is None:
+                raise NotFoundError(
+                    f"no tool source {key!r}", hint="list them with `librarian tools sources`"
+                )
+            session.expunge(row)
+            return row
+
+    def sources(self, principal: Principal) -> list[dict[str, Any]]:
+        """The caller's organisation's tool sources."""
+        with self._lib.sessions() as session:
+            rows = session.scalars(
+                select(ToolSourceRow)
+                .where(ToolSourceRow.organization_id == principal.organization_id)
+                .order_by(ToolSourceRow.id)
+            ).all()
+            return [source_view(row) for row in rows]
+
+    def sync(self, principal: Principal, key: str | int, *, approve: bool = False) -> dict[str, Any]:
+        """List the source again and apply what changed: added, changed, removed, unchanged, errors."""
+        principal.require(Scope.WRITE, "syncing tools")
+        source = self.source_row(principal, key)
+        factory = self._importers.get(source.kind)
+        if factory is None:
+            raise InvalidInputError(f"tool source {source.name}: no importer for {source.kind!r}")
+        try:
+            listing = factory()(source.spec or {}, self._lib, principal)
+        except LibrarianError as exc:
+            self._note(source.id, error=f"{exc.message}", changes=None)
+            raise
+        except Exception as exc:
+            logger.exception("listing tool source %s failed", source.name)
+            self._note(source.id, error=f"listing failed: {exc}", changes=None)
+            raise InvalidInputError(f"tool source {source.name}: listing failed: {exc}") from exc
+        manifests: dict[str, ToolManifest] = {}
+        errors = list(listing.errors)
+        for position, raw in enumerate(listing.manifests):
+            label = (
+                str(raw.get("name") or raw.get("toolId") or f"#{position}")
+                if isinstance(raw, Mapping)
+                else f"#{position}"
+            )
+            try:
+                manifest = parse_tool(raw, origin=f"{source.name}: tool {label}")
+            except ManifestInvalidError as exc:
+                errors.append(exc.message)
+                continue
+            if manifest.tool_key in manifests:
+                errors.append(f"{source.name}: tool {manifest.tool_key} listed twice; the first kept")
+                continue
+            manifests[manifest.tool_key] = manifest
+        status = "active" if approve or not self._lib.settings.tools_quarantine_imports else "quarantined"
+        placement = Placement(
+            source.visibility if source.visibility != "organization" else None,
+            tuple(source.allowed_teams or ()),
+        )
+        changes: dict[str, list[str]] = {"added": [], "changed": [], "removed": [], "unchanged": []}
+        with self._lib.sessions() as session:
+            hashes = {
+                row.tool_key: row.content_hash
+                for row in session.execute(
+                    select(ToolRow.tool_key, ToolRow.content_hash).where(ToolRow.source_id == source.id)
+                )
+            }
+        # Embedded before the write transaction (the embedding cache is written on its own).
+        prepared = {
+            key: self._registry.prepare(manifest)
+            for key, manifest in manifests.items()
+            if hashes.get(key) != manifest_hash(manifest)
+        }
+        with self._lib.sessions.begin() as session:
+            stored = {
+                row.tool_key: row
+                for row in session.scalars(select(ToolRow).where(ToolRow.source_id == source.id))
+            }
+            for tool_key, manifest in manifests.items():
+                existing = stored.get(tool_key)
+                if existing is not None and existing.content_hash == manifest_hash(manifest):
+                    changes["unchanged"].append(tool_key)
+                    continue
+                _, change = self._registry.save_tool(
+                    principal,
+                    manifest,
+                    placement=placement if existing is None else KEEP,
+                    status=status,
+                    source_id=source.id,
+                    session=session,
+                    prepared=prepared.get(tool_key),
+                )
+                changes["added" if change == "created" else "changed"].append(tool_key)
+            for tool_key, row in stored.items():
+                if tool_key not in manifests:
+                    session.execute(delete(ToolUse).where(ToolUse.tool_id == row.id))
+                    session.delete(row)
+                    changes["removed"].append(tool_key)
+        summary: dict[str, Any] = {key: sorted(value) for key, value in changes.items()}
+        summary["errors"] = errors
+        self._note(source.id, error="; ".join(errors[:5]) or None, changes=summary)
+        return {"source": source.name, "kind": source.kind, "status": status, **summary}
+
+    def _note(self, source_id: int, *, error: str | None, changes: dict[str, Any] | None) -> None:
+        with self._lib.sessions.begin() as session:
+            row = session.get(ToolSourceRow, source_id)
+            if row is None:
+                return
+            row.last_error = error
+            if changes is not None:
+                row.last_synced_at = utcnow()
+                row.last_changes = {
+                    key: len(value) if isinstance(value, list) else value for key, value in changes.items()
+                }
+
+    def delete_source(self, principal: Principal, key: str | int) -> dict[str, Any]:
+        """Delete a source and every tool imported from it."""
+        principal.require(Scope.WRITE, "deleting tool sources")
+        source = self.source_row(principal, key)
+        with self._lib.sessions.begin() as session:
+            rows = session.scalars(select(ToolRow).where(ToolRow.source_id == source.id)).all()
+            for row in rows:
+                session.execute(delete(ToolUse).where(ToolUse.tool_id == row.id))
+                session.delete(row)
+            session.execute(delete(ToolSourceRow).where(ToolSourceRow.id == source.id))
+        return {"source": source.name, "removed_tools": len(rows)}
