@@ -363,7 +363,14 @@ class _Echo:
 
 def test_registry_has_the_built_ins_and_takes_new_types(tmp_path: Path) -> None:
     registry = build_registry(Settings(home=tmp_path, allowed_private_hosts=["127.0.0.1"]))
-    assert registry.executor_types() == ("api_caller", "code_executor", "command_executor", "file_writer")
+    assert registry.executor_types() == (
+        "api_caller",
+        "code_executor",
+        "command_executor",
+        "file_writer",
+        "tool_call",
+        "verb",
+    )
     caller = registry.get_executor("api_caller")
     assert isinstance(caller, ApiCaller) and caller.allow.allows_address("127.0.0.1")
     registry.register_executor(_Echo())

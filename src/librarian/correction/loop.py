@@ -784,4 +784,6 @@ def loop_correctors(settings: Settings | None = None, *, library: Librarian | No
         corrector._owned_librarian = library
     # Workers have no caller waiting to settle: verified fixes are learned when workflows finish.
     corrector.settle_on_finish = True
-    return [corrector, CreateMissingPathCorrector()]
+    from librarian.discovery.workflow_tasks import NovelVerbCorrector
+
+    return [corrector, CreateMissingPathCorrector(), NovelVerbCorrector(library)]

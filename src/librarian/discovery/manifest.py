@@ -19,7 +19,8 @@ from librarian.errors import InvalidInputError
 
 TOOL_TYPES = ("mcp", "openapi", "python", "cli")
 _VERB = re.compile(r"^[A-Z][A-Z0-9_]{0,127}$")
-_TOOL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,254}$")
+# Any printable text without spaces: tool names of MCP servers and OpenAPI operationIds vary widely.
+_TOOL_KEY = re.compile(r"^[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]{0,254}$")
 MAX_TEXT = 20_000
 MAX_LIST = 100
 
@@ -206,7 +207,7 @@ def parse_tool(given: Mapping[str, Any], *, origin: str = "tool") -> ToolManifes
     key = fields.text("toolId", "tool_key", "id", limit=255) or name
     if key and not _TOOL_KEY.fullmatch(key):
         fields.problems.append(
-            f"toolId: {key!r} may hold letters, digits and _ . : / @ - only, starting with a letter or digit"
+            f"toolId: {key!r} must be 1-255 printable characters without spaces, not starting with '-'"
         )
     tool_type = fields.text("type", "tool_type", required=True, limit=16).lower()
     if tool_type and tool_type not in TOOL_TYPES:

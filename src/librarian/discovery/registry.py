@@ -159,13 +159,19 @@ class ToolRegistry:
         Called before the transaction that saves the tool: embedding writes the embedding cache,
         which must not wait on (or hold) the registry's own write lock.
         """
-        enrichment = offline_questions(manifest)
+        return self.prepare_many([manifest])[0]
+
+    def prepare_many(self, manifests: list[ToolManifest]) -> list[tuple[list[str], str]]:
+        """:meth:`prepare` for many tools, embedding their texts in batches."""
         llm = self._lib.llm
-        if llm is not None:
-            enrichment = llm_questions(llm, manifest) + enrichment
-        text = tool_search_text(manifest, enrichment)
-        self._lib.cache.embed_documents([text])
-        return enrichment, text
+        prepared = []
+        for manifest in manifests:
+            enrichment = offline_questions(manifest)
+            if llm is not None:
+                enrichment = llm_questions(llm, manifest) + enrichment
+            prepared.append((enrichment, tool_search_text(manifest, enrichment)))
+        self._lib.cache.embed_documents([text for _, text in prepared])
+        return prepared
 
     def _save_tool_in(
         self,

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
 from librarian.discovery.calling import CallResult, ToolCalls
 from librarian.discovery.index import DiscoveryIndex
-from librarian.discovery.manifest import parse_tool, parse_verb, verb_name
+from librarian.discovery.manifest import ManifestInvalidError, parse_tool, parse_verb, verb_name
 from librarian.discovery.models import ToolRow, VerbRow
 from librarian.discovery.ranking import ToolFilters, rank_tools, rank_verbs
 from librarian.discovery.registry import Placement, ToolRegistry, tool_view, verb_view
+from librarian.discovery.resolution import Resolution, VerbResolver
 from librarian.discovery.sync import ToolSync
 from librarian.errors import InvalidInputError
 from librarian.knowledge.access import Principal, Scope
@@ -43,6 +44,7 @@ class DiscoveryService:
         self.registry = ToolRegistry(lib)
         self.sync = ToolSync(lib, self.registry)
         self.calls = ToolCalls(lib)
+        self.resolver = VerbResolver(lib)
         self._index: DiscoveryIndex | None = None
         self._lock = threading.Lock()
 
@@ -81,6 +83,31 @@ class DiscoveryService:
             who, parsed, placement=Placement(visibility, tuple(allowed_teams))
         )
         return {**tool_view(row), "change": change}
+
+    def register_tools(
+        self, manifests: Sequence[Mapping[str, Any]], *, principal: Principal | None = None
+    ) -> dict[str, Any]:
+        """Register many tools at once (their texts embedded in batches, saved in one transaction).
+
+        Invalid manifests are skipped, each with an error naming its position, tool and field; the
+        others are saved. Returns the ``created``/``updated``/``unchanged`` toolIds and ``errors``.
+        """
+        who = self._principal(principal)
+        who.require(Scope.WRITE, "registering tools")
+        parsed = []
+        errors: list[str] = []
+        for position, raw in enumerate(manifests):
+            try:
+                parsed.append(parse_tool(raw, origin=f"manifest {position}"))
+            except ManifestInvalidError as exc:
+                errors.append(exc.message)
+        ready = self.registry.prepare_many(parsed)
+        outcome: dict[str, Any] = {"created": [], "updated": [], "unchanged": [], "errors": errors}
+        with self._lib.sessions.begin() as session:
+            for manifest, prepared in zip(parsed, ready, strict=True):
+                _, change = self.registry.save_tool(who, manifest, session=session, prepared=prepared)
+                outcome[change].append(manifest.tool_key)
+        return outcome
 
     def register_verb(
         self,
@@ -282,6 +309,12 @@ class DiscoveryService:
             "best": None if best is None else {"kind": best[0], **best[1]},
             "took_ms": round((time.perf_counter() - started) * 1000, 2),
         }
+
+    def resolve_verb(
+        self, verb: str, description: str = "", *, principal: Principal | None = None
+    ) -> Resolution:
+        """Resolve a verb to tools: exact, substituted, decomposed, or created as novel."""
+        return self.resolver.resolve(verb, description, principal=self._principal(principal))
 
     # -- using ----------------------------------------------------------------------------------
 

@@ -221,11 +221,9 @@ class ToolSync:
                 )
             }
         # Embedded before the write transaction (the embedding cache is written on its own).
-        prepared = {
-            key: self._registry.prepare(manifest)
-            for key, manifest in manifests.items()
-            if hashes.get(key) != manifest_hash(manifest)
-        }
+        changed = [key for key, manifest in manifests.items() if hashes.get(key) != manifest_hash(manifest)]
+        ready = self._registry.prepare_many([manifests[key] for key in changed])
+        prepared = dict(zip(changed, ready, strict=True))
         with self._lib.sessions.begin() as session:
             stored = {
                 row.tool_key: row

@@ -106,4 +106,10 @@ def build_registry(settings: Settings, *, environment: EnvironmentManager | None
         environment: an Environment Manager to share; default: one built from ``settings``.
     """
     environment = environment or EnvironmentManager.from_settings(settings)
-    return ExecutorRegistry(builtin_executors(environment, allowed_hosts=settings.allowed_private_hosts))
+    registry = ExecutorRegistry(builtin_executors(environment, allowed_hosts=settings.allowed_private_hosts))
+    # Registered tools and verbs (the discovery registry of the same store).
+    from librarian.discovery.workflow_tasks import ToolCallExecutor, VerbExecutor
+
+    registry.register_executor(ToolCallExecutor(settings))
+    registry.register_executor(VerbExecutor(settings))
+    return registry
