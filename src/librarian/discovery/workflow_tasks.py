@@ -60,7 +60,7 @@ def _call(library: Librarian, tool: str, arguments: dict[str, Any], request: str
         return from_error(exc, details={"tool": tool})
     text = result.text or json.dumps(result.content, default=str)
     return success(
-        f"tool {tool} answered",
+        f"tool {tool} answered: {text[:200]}",
         stdout=text[:MAX_OUTPUT_CHARS],
         output={"tool": tool, "content": result.content, "text": text[:MAX_OUTPUT_CHARS]},
         duration_seconds=time.monotonic() - started,
