@@ -66,7 +66,7 @@ def tool_view(row: ToolRow, *, full: bool = True) -> dict[str, Any]:
             {
                 "inputSchema": row.input_schema or {},
                 "examples": list(row.examples or []),
-                "binding": _public_binding(row.binding or {}),
+                "binding": public_binding(row.binding or {}),
                 "source_id": row.source_id,
                 "visibility": row.visibility,
                 "allowed_teams": list(row.allowed_teams or []),
@@ -109,9 +109,19 @@ def _iso(moment: Any) -> str | None:
     return None if moment is None else as_utc(moment).isoformat()
 
 
-def _public_binding(binding: dict[str, Any]) -> dict[str, Any]:
-    """A binding without the environment an MCP server is started with (it may hold secrets)."""
-    return {key: value for key, value in binding.items() if key != "env"}
+SECRET_KEYS = ("env", "headers")
+
+
+def public_binding(binding: dict[str, Any]) -> dict[str, Any]:
+    """A binding or source spec with secret values hidden: an MCP server's environment and HTTP
+    headers (API keys, bearer tokens) keep their names, never their values."""
+    shown: dict[str, Any] = {}
+    for key, value in binding.items():
+        if key in SECRET_KEYS and isinstance(value, dict):
+            shown[key] = {name: "***" for name in value}
+        else:
+            shown[key] = value
+    return shown
 
 
 class ToolRegistry:

@@ -20,7 +20,7 @@ from sqlalchemy import delete, select
 
 from librarian.discovery.manifest import ManifestInvalidError, ToolManifest, parse_tool
 from librarian.discovery.models import ToolRow, ToolSourceRow, ToolUse
-from librarian.discovery.registry import KEEP, Placement, ToolRegistry, manifest_hash
+from librarian.discovery.registry import KEEP, Placement, ToolRegistry, manifest_hash, public_binding
 from librarian.errors import InvalidInputError, LibrarianError, NotFoundError
 from librarian.knowledge.access import Principal, Scope
 from librarian.storage.models import utcnow
@@ -69,12 +69,12 @@ def _importers() -> dict[str, Callable[[], Importer]]:
 
 
 def source_view(row: ToolSourceRow) -> dict[str, Any]:
-    """A tool source as the adapters show it (without an MCP server's environment)."""
+    """A tool source as the adapters show it (secret values hidden)."""
     return {
         "id": row.id,
         "name": row.name,
         "kind": row.kind,
-        "spec": {key: value for key, value in (row.spec or {}).items() if key != "env"},
+        "spec": public_binding(row.spec or {}),
         "visibility": row.visibility,
         "last_synced_at": None if row.last_synced_at is None else row.last_synced_at.isoformat(),
         "last_error": row.last_error,
@@ -190,6 +190,11 @@ class ToolSync:
             logger.exception("listing tool source %s failed", source.name)
             self._note(source.id, error=f"listing failed: {exc}", changes=None)
             raise InvalidInputError(f"tool source {source.name}: listing failed: {exc}") from exc
+        if not listing.manifests and listing.errors:
+            # A source that listed nothing but errors failed: removing all its tools would lose them.
+            message = f"tool source {source.name}: listed no tools: " + "; ".join(listing.errors[:5])
+            self._note(source.id, error=message, changes=None)
+            raise InvalidInputError(message, hint="the tools imported before are kept")
         manifests: dict[str, ToolManifest] = {}
         errors = list(listing.errors)
         for position, raw in enumerate(listing.manifests):
