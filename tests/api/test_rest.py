@@ -274,6 +274,22 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/runbook-executions/{execution_id}/close",
         "/runbook-executions/{execution_id}/resume",
         "/runbook-executions/{execution_id}/step",
+        "/verbs",
+        "/verbs/discover",
+        "/verbs/register",
+        "/verbs/{verb}",
+        "/tools",
+        "/tools/search",
+        "/tools/stats",
+        "/tools/{tool_id}",
+        "/tools/{tool_id}/activate",
+        "/tools/{tool_id}/approve",
+        "/tools/{tool_id}/call",
+        "/tools/{tool_id}/deactivate",
+        "/tools/{tool_id}/uses",
+        "/tool-sources",
+        "/tool-sources/{name}",
+        "/tool-sources/{name}/sync",
     }
     assert document["paths"]["/sources"]["post"]["description"]
     assert "ResearchRequest" in document["components"]["schemas"]

@@ -50,6 +50,11 @@ TOOLS = {
     "answer_runbook_step",
     "approve_runbook_step",
     "get_runbook_execution",
+    "discover_tools",
+    "call_tool",
+    "discover_verbs",
+    "register_tool",
+    "register_verb",
 }
 
 

@@ -24,6 +24,7 @@ from librarian.api.incident_routes import incident_router
 from librarian.api.jobs import Job, JobRegistry, JobStatus
 from librarian.api.knowledge_routes import caller, knowledge_router
 from librarian.api.runbook_routes import runbook_router
+from librarian.api.tool_routes import tool_router
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.ingest.sources.git_access import GitAccess, check_ssh_source
@@ -444,6 +445,7 @@ def create_app(
     app.include_router(knowledge_router(lib))
     app.include_router(incident_router(lib))
     app.include_router(runbook_router(lib))
+    app.include_router(tool_router(lib))
     app.include_router(_sdks_router(lib))
     app.include_router(_sources_router(lib, app.state.jobs, roots, allow_private, allow_ssh))
 

@@ -36,6 +36,7 @@ from librarian.cli.knowledge import knowledge_app
 from librarian.cli.refresh import refresh, refresh_interval, schedule
 from librarian.cli.research import feedback, research, sdks
 from librarian.cli.runbooks import runbook_app
+from librarian.cli.tools import tools_app, verbs_app
 from librarian.cli.tour import tour
 from librarian.cli.workflow import worker, workflow_app
 from librarian.errors import InvalidInputError
@@ -57,6 +58,8 @@ app.add_typer(knowledge_app, name="knowledge")
 app.add_typer(incidents_app, name="incidents")
 app.add_typer(solutions_app, name="solutions")
 app.add_typer(runbook_app, name="runbook")
+app.add_typer(tools_app, name="tools")
+app.add_typer(verbs_app, name="verbs")
 app.command("worker")(worker)
 
 

@@ -33,6 +33,10 @@ class ManifestInvalidError(InvalidInputError):
         shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
         super().__init__(f"{origin}: {shown}", hint="fix the named fields and send the manifest again")
 
+    def to_dict(self) -> dict[str, object]:
+        """The error with every problem listed (interfaces return it as is)."""
+        return {**super().to_dict(), "problems": list(self.problems)}
+
 
 def verb_name(text: str) -> str:
     """The canonical form of a verb: ``get weather`` and ``get-weather`` are ``GET_WEATHER``."""

@@ -41,6 +41,14 @@ class Placement:
 KEEP = Placement()
 
 
+def runs_on_host(manifest: ToolManifest) -> bool:
+    """Whether calling the tool runs a program on this machine (an MCP server started by command, a
+    Python function, a CLI command), rather than reaching a network service."""
+    if manifest.tool_type in ("python", "cli"):
+        return True
+    return manifest.tool_type == "mcp" and "command" in manifest.binding
+
+
 def manifest_hash(manifest: ToolManifest) -> str:
     """SHA-256 of the manifest's canonical JSON: what a sync compares."""
     return content_hash(json.dumps(manifest.as_dict(), sort_keys=True, default=str))
@@ -204,6 +212,16 @@ class ToolRegistry:
         if row is not None and not can_change(principal, row.organization_id, row.created_by):
             raise ForbiddenError(f"tool {manifest.tool_key!r} belongs to someone else in the organisation")
         enrichment, text = prepared
+        # A tool whose calls run a program here is a way to run code on the server: only an
+        # administrator's goes live without review, whether it is new or its binding changed.
+        if (
+            runs_on_host(manifest)
+            and not principal.is_admin
+            and (row is None or row.binding != manifest.binding or row.tool_type != manifest.tool_type)
+        ):
+            status = "quarantined"
+            if row is not None:
+                row.status = status
         now = utcnow()
         change = "updated"
         if row is None:
@@ -322,7 +340,8 @@ class ToolRegistry:
                 principal.is_admin and principal.organization_id == row.organization_id
             ):
                 raise ForbiddenError(f"tool {row.tool_key!r} belongs to someone else")
-            if row.status == "quarantined" and status == "active" and not principal.is_admin:
+            if row.status == "quarantined" and status != "quarantined" and not principal.is_admin:
+                # Any way out of quarantine (even through "inactive") is a review's decision.
                 raise ForbiddenError(
                     f"approving the quarantined tool {row.tool_key!r} needs the 'admin' scope",
                     hint="ask an administrator to review it",

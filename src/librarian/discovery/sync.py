@@ -21,9 +21,9 @@ from sqlalchemy import delete, select
 from librarian.discovery.manifest import ManifestInvalidError, ToolManifest, parse_tool
 from librarian.discovery.models import ToolRow, ToolSourceRow, ToolUse
 from librarian.discovery.registry import KEEP, Placement, ToolRegistry, manifest_hash, public_binding
-from librarian.errors import InvalidInputError, LibrarianError, NotFoundError
+from librarian.errors import ForbiddenError, InvalidInputError, LibrarianError, NotFoundError
 from librarian.knowledge.access import Principal, Scope
-from librarian.storage.models import utcnow
+from librarian.storage.models import as_utc, utcnow
 
 if TYPE_CHECKING:
     from librarian.app import Librarian
@@ -76,10 +76,31 @@ def source_view(row: ToolSourceRow) -> dict[str, Any]:
         "kind": row.kind,
         "spec": public_binding(row.spec or {}),
         "visibility": row.visibility,
-        "last_synced_at": None if row.last_synced_at is None else row.last_synced_at.isoformat(),
+        "last_synced_at": None if row.last_synced_at is None else as_utc(row.last_synced_at).isoformat(),
         "last_error": row.last_error,
         "last_changes": row.last_changes or {},
     }
+
+
+def runs_on_server(kind: str, spec: Mapping[str, Any]) -> str | None:
+    """Why importing this source acts on the server itself (None when it only reaches the network)."""
+    if kind == "python":
+        return "a Python source imports modules into the server"
+    if kind == "mcp" and "command" in spec:
+        return "an MCP server started by command runs a program on the server"
+    location = str(spec.get("location") or "")
+    if kind == "openapi" and not location.startswith(("http://", "https://")):
+        return "an OpenAPI document named by a path reads a file of the server"
+    return None
+
+
+def _named(kind: str, spec: dict[str, Any], source_name: str) -> dict[str, Any]:
+    """The spec an importer lists, its toolIds prefixed by the source's name unless the spec names
+    one: two sources of the same server must not overwrite each other's tools."""
+    field_name = {"mcp": "name", "openapi": "slug"}.get(kind)
+    if field_name is None or spec.get(field_name):
+        return spec
+    return {**spec, field_name: source_name}
 
 
 class ToolSync:
@@ -124,6 +145,12 @@ class ToolSync:
             raise InvalidInputError(f"name: {name!r} must be 1-128 letters, digits, '-', '_' or '.'")
         if approve and not principal.is_admin:
             raise InvalidInputError("approve: only an administrator can import tools already approved")
+        reason = runs_on_server(kind, spec)
+        if reason and not principal.is_admin:
+            raise ForbiddenError(
+                f"importing tool source {name}: {reason}, which only an administrator may do",
+                hint="ask an administrator, or import from an http(s) URL",
+            )
         with self._lib.sessions.begin() as session:
             row = session.scalar(
                 select(ToolSourceRow).where(
@@ -136,17 +163,20 @@ class ToolSync:
                     created_by=principal.user_id,
                     name=name,
                     kind=kind,
+                    spec=dict(spec),
                     visibility=(placement.visibility if placement else None) or "organization",
                     allowed_teams=list(placement.allowed_teams if placement else ()),
                     last_changes={},
                     created_at=utcnow(),
                 )
                 session.add(row)
-            row.kind = kind
-            row.spec = dict(spec)
             session.flush()
             source_id = row.id
-        return self.sync(principal, source_id, approve=approve)
+        # An existing source keeps its old spec unless the new one lists (a later sync must not
+        # re-run a command that failed).
+        # A new source that fails to list stays, with its error, for `tools sources` to show and a
+        # later sync to retry once its server works.
+        return self.sync(principal, source_id, approve=approve, replacement=(kind, dict(spec)))
 
     def source_row(self, principal: Principal, key: str | int) -> ToolSourceRow:
         """The caller's organisation's source ``key`` (name or id)."""
@@ -174,15 +204,27 @@ class ToolSync:
             ).all()
             return [source_view(row) for row in rows]
 
-    def sync(self, principal: Principal, key: str | int, *, approve: bool = False) -> dict[str, Any]:
-        """List the source again and apply what changed: added, changed, removed, unchanged, errors."""
+    def sync(
+        self,
+        principal: Principal,
+        key: str | int,
+        *,
+        approve: bool = False,
+        replacement: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """List the source again and apply what changed: added, changed, removed, unchanged, errors.
+
+        ``replacement`` (a kind and spec) is listed instead of the stored one and stored only when
+        the listing succeeds.
+        """
         principal.require(Scope.WRITE, "syncing tools")
         source = self.source_row(principal, key)
-        factory = self._importers.get(source.kind)
+        kind, spec = replacement or (source.kind, dict(source.spec or {}))
+        factory = self._importers.get(kind)
         if factory is None:
-            raise InvalidInputError(f"tool source {source.name}: no importer for {source.kind!r}")
+            raise InvalidInputError(f"tool source {source.name}: no importer for {kind!r}")
         try:
-            listing = factory()(source.spec or {}, self._lib, principal)
+            listing = factory()(_named(kind, spec, source.name), self._lib, principal)
         except LibrarianError as exc:
             self._note(source.id, error=f"{exc.message}", changes=None)
             raise
@@ -230,6 +272,10 @@ class ToolSync:
         ready = self._registry.prepare_many([manifests[key] for key in changed])
         prepared = dict(zip(changed, ready, strict=True))
         with self._lib.sessions.begin() as session:
+            if replacement is not None:
+                stored_source = session.get(ToolSourceRow, source.id)
+                if stored_source is not None:
+                    stored_source.kind, stored_source.spec = kind, spec
             stored = {
                 row.tool_key: row
                 for row in session.scalars(select(ToolRow).where(ToolRow.source_id == source.id))
@@ -257,7 +303,7 @@ class ToolSync:
         summary: dict[str, Any] = {key: sorted(value) for key, value in changes.items()}
         summary["errors"] = errors
         self._note(source.id, error="; ".join(errors[:5]) or None, changes=summary)
-        return {"source": source.name, "kind": source.kind, "status": status, **summary}
+        return {"source": source.name, "kind": kind, "status": status, **summary}
 
     def _note(self, source_id: int, *, error: str | None, changes: dict[str, Any] | None) -> None:
         with self._lib.sessions.begin() as session:

@@ -22,6 +22,7 @@ from librarian.mcp.errors import tool_errors
 from librarian.mcp.incident_tools import register_incident_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
 from librarian.mcp.runbook_tools import register_runbook_tools
+from librarian.mcp.tool_registry_tools import register_tool_registry_tools
 from librarian.research import feedback as feedback_store
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage as _research
@@ -35,7 +36,9 @@ INSTRUCTIONS = (
     "investigating a problem, call find_similar_incidents and get_solution, and save_learning at the end. "
     "For a known kind of problem, get_runbook(problem_description=...) finds the team's runbook; run it "
     "with start_runbook_execution and execute_runbook_step, one step at a time, answering agent_prompt "
-    "steps with your analysis."
+    "steps with your analysis. When none of your tools fits a task, discover_tools finds the "
+    "organisation's registered tools (MCP servers, REST APIs, Python functions, CLIs) by what they do; "
+    "call one with call_tool, passing its toolId and arguments that follow its inputSchema."
 )
 
 T = TypeVar("T")
@@ -185,6 +188,7 @@ def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
     register_knowledge_tools(server, lib)
     register_incident_tools(server, lib)
     register_runbook_tools(server, lib)
+    register_tool_registry_tools(server, lib)
     return server
 
 
