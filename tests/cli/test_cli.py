@@ -122,3 +122,32 @@ def test_eval_retrieval_names_the_bad_line(tmp_path: Path) -> None:
     result = run(tmp_path / "home", "eval", "retrieval", str(dataset), check=1)
 
     assert "corpus.jsonl:2" in result.stderr
+
+
+def test_eval_tools_reports_cold_and_learned_figures_on_the_held_apart_half(tmp_path: Path) -> None:
+    from librarian.evaluation.tools import learn_half
+
+    dataset = tmp_path / "tools"
+    (dataset / "qrels").mkdir(parents=True)
+    corpus = [
+        {"_id": "weather_api", "title": "weather", "text": "Forecast of rain and sunshine for a city."},
+        {"_id": "tax_calc", "title": "tax", "text": "Compute the sales tax of a purchase."},
+        {"_id": "flights", "title": "flights", "text": "Book airline tickets between airports."},
+    ]
+    texts = ["will it rain tomorrow in Rome", "sales tax on a $500 laptop", "a plane ticket to Oslo"]
+    queries = [{"_id": f"q{n}", "text": f"{texts[n % 3]} #{n}"} for n in range(12)]
+    (dataset / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus))
+    (dataset / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    qrels = "".join(f"q{n}\t{corpus[n % 3]['_id']}\t1\n" for n in range(12))
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+
+    result = json.loads(run(tmp_path / "home", "eval", "tools", str(dataset), "--json").stdout)
+
+    test_half = [q for q in queries if not learn_half(q["_id"])]
+    assert result["queries_test"] == len(test_half) and result["queries_learned"] == 12 - len(test_half)
+    for phase in ("cold", "learned"):
+        assert result[phase]["hit@1"] == 100.0 and result[phase]["comp@5"] == 100.0
+        assert result[phase]["p50_ms"] > 0 and result[phase]["calibration"]
+    assert result["coverage@5"] == 100.0
+    table = run(tmp_path / "home2", "eval", "tools", str(dataset), "--no-learning").stdout
+    assert "hit@5" in table and "┃ learned" not in table and "0 learned" in table

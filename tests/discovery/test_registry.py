@@ -137,7 +137,24 @@ def test_only_an_administrator_approves_a_quarantined_tool(lib: Librarian) -> No
 
     with pytest.raises(ForbiddenError, match="admin"):
         lib.discovery.set_status(mine["toolId"], "active", principal=dev)
+    with pytest.raises(ForbiddenError, match="admin"):  # no way round the review through "inactive"
+        lib.discovery.set_status(mine["toolId"], "inactive", principal=dev)
     assert lib.discovery.set_status(mine["toolId"], "active")["status"] == "active"
+
+
+def test_a_tool_that_runs_a_program_here_waits_for_an_administrator(lib: Librarian) -> None:
+    operator = lib.default_principal
+    lib.identity.create_user(operator, 1, "dev")
+    dev = lib.identity.principal_of(1, "dev")
+    command = {"name": "x", "type": "mcp", "binding": {"command": ["sh", "-c", "id"], "tool": "x"}}
+    remote = {"name": "y", "type": "mcp", "binding": {"url": "https://mcp.example.org/mcp", "tool": "y"}}
+
+    assert lib.discovery.register_tool(command, principal=dev)["status"] == "quarantined"
+    assert lib.discovery.register_tool(remote, principal=dev)["status"] == "active"
+    # Turning a reviewed network tool into a local program sends it back to review.
+    swapped = {**remote, "binding": {"command": ["sh", "-c", "id"], "tool": "y"}}
+    assert lib.discovery.register_tool(swapped, principal=dev)["status"] == "quarantined"
+    assert lib.discovery.register_tool({**command, "name": "z"})["status"] == "active"
 
 
 def test_no_caller_ever_gets_a_tool_it_may_not_see(tmp_path: Path, embedder: LocalMiniLMEmbedder) -> None:

@@ -41,6 +41,7 @@ from librarian.cli.tour import tour
 from librarian.cli.workflow import worker, workflow_app
 from librarian.errors import InvalidInputError
 from librarian.evaluation.retrieval import evaluate_retrieval
+from librarian.evaluation.tools import evaluate_tools
 from librarian.ingest.pipeline import IngestReport
 from librarian.ingest.sources.git import version_from_ref
 
@@ -275,6 +276,42 @@ def eval_retrieval(
     for key, value in metrics.items():
         table.add_row(key, str(value))
     stdout.print(table)
+
+
+@eval_app.command("tools")
+def eval_tools(
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="BEIR folder of tools: corpus.jsonl (one tool each), queries.jsonl, qrels/test.tsv."
+        ),
+    ],
+    no_learning: Annotated[
+        bool, typer.Option("--no-learning", help="Only the cold figures: record nothing from the learn half.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Register a BEIR tool set in a throwaway store and report tool discovery on held-apart queries.
+
+    Queries are split by a hash of their id: the learn half is recorded as use (as agents report
+    their choices), every figure is measured on the other half, before (cold) and after learning:
+    Hit@1/3/5/10, Recall@5, COMP@5, NDCG@10, MRR@10, latency, and how confidence tracks precision.
+    """
+    with common.handle_errors():
+        result = evaluate_tools(dataset, common.load_settings(), learn=not no_learning)
+    if as_json:
+        print_json(result)
+        return
+    phases = [phase for phase in ("cold", "learned") if phase in result]
+    table = Table("metric", *phases)
+    for key in result["cold"]:
+        if key != "calibration":
+            table.add_row(key, *(str(result[phase][key]) for phase in phases))
+    stdout.print(table)
+    stdout.print(
+        f"{result['tools']} tools, {result['queries_test']} test queries, {result['queries_learned']} "
+        f"learned; coverage@5 {result['coverage@5']} %; split: {result['split']}"
+    )
 
 
 @app.command()
