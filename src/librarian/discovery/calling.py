@@ -19,6 +19,7 @@ import jsonschema
 from sqlalchemy import select
 
 from librarian.config import Settings
+from librarian.discovery.index import writing
 from librarian.discovery.models import ToolRow, ToolUse
 from librarian.embeddings.cache import content_hash
 from librarian.errors import ConflictError, InvalidInputError, LibrarianError
@@ -102,8 +103,14 @@ def check_arguments(row: ToolRow, arguments: dict[str, Any]) -> None:
 class ToolCalls:
     """Calls tools on behalf of principals and keeps each tool's health."""
 
-    def __init__(self, lib: Librarian, callers: Mapping[str, Callable[[], ToolCaller]] | None = None) -> None:
+    def __init__(
+        self,
+        lib: Librarian,
+        callers: Mapping[str, Callable[[], ToolCaller]] | None = None,
+        changed: Callable[[], None] = lambda: None,
+    ) -> None:
         self._lib = lib
+        self._changed = changed
         self._callers = dict(callers or _callers())
 
     def call(
@@ -202,7 +209,7 @@ class ToolCalls:
         if request and succeeded:
             self._lib.cache.embed_documents([request])
             request_hash = content_hash(request)
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             row = session.scalar(select(ToolRow).where(ToolRow.id == tool_id).with_for_update())
             if row is None:
                 return {}

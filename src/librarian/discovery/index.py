@@ -20,8 +20,12 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +37,19 @@ from librarian.discovery.search_text import words_of
 from librarian.embeddings.cache import EmbeddingCache
 
 Fingerprint = tuple[int, int, str]
+# How long a process trusts its matrices before asking the store whether another process changed the
+# registry (its own changes invalidate them at once): the check is a query per search otherwise.
+RECHECK_SECONDS = 1.0
 _WORD = re.compile(r"[a-z0-9]{3,}")
+
+
+@contextmanager
+def writing(sessions: sessionmaker[Session], changed: Callable[[], None]) -> Iterator[Session]:
+    """A write transaction of the registry; ``changed`` runs after it commits (the index of this
+    process then reloads at its next search instead of up to RECHECK_SECONDS later)."""
+    with sessions.begin() as session:
+        yield session
+    changed()
 
 
 def _stack(vectors: list[npt.NDArray[np.float32]], dimension: int) -> npt.NDArray[np.float32]:
@@ -60,7 +76,11 @@ class ToolMatrix:
     # name word -> rows whose name or key holds it (exact names typed by agents)
     names: dict[str, list[int]]
     row_of: dict[int, int]
+    # What a search result shows of each tool, so answering needs no query of the store.
+    views: list[dict[str, Any]]
     masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    # (grants, filters) -> rows a search may return; filters are a frozen, hashable dataclass.
+    filter_masks: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
 
     def readable(self, grants: tuple[str, ...] | None) -> npt.NDArray[np.bool_]:
         """Rows a holder of ``grants`` may read (cached per grant set)."""
@@ -166,9 +186,28 @@ class DiscoveryIndex:
         self._verbs: VerbMatrix | None = None
         self._learned = LearnedRequests()
         self._lock = threading.Lock()
+        # When each matrix was last known current (monotonic seconds); 0 forces a check.
+        self._checked = {"tools": 0.0, "verbs": 0.0, "learned": 0.0}
+
+    def invalidate(self) -> None:
+        """Check the store at the next search: this process changed the registry."""
+        with self._lock:
+            self._checked = dict.fromkeys(self._checked, 0.0)
+
+    def _fresh(self, name: str) -> bool:
+        """Whether ``name`` was checked against the store less than RECHECK_SECONDS ago."""
+        with self._lock:
+            return time.monotonic() - self._checked[name] < RECHECK_SECONDS
+
+    def _checked_now(self, name: str) -> None:
+        with self._lock:
+            self._checked[name] = time.monotonic()
 
     def tools(self) -> ToolMatrix:
         """The current tool matrix, reloaded when tools were added, changed or removed."""
+        if self._tools is not None and self._fresh("tools"):
+            return self._tools
+        self._checked_now("tools")
         with self._sessions() as session:
             count, id_max, updated = session.execute(
                 select(func.count(), func.max(ToolRow.id), func.max(ToolRow.updated_at))
@@ -191,6 +230,9 @@ class DiscoveryIndex:
                     ToolRow.action_verbs,
                     ToolRow.status,
                     ToolRow.health,
+                    ToolRow.description,
+                    ToolRow.version,
+                    ToolRow.input_schema,
                 ).order_by(ToolRow.id)
             ).all()
         vectors = self._cache.lookup([row.search_hash for row in rows])
@@ -213,6 +255,23 @@ class DiscoveryIndex:
             health=np.array([row.health for row in rows], dtype=str),
             names=dict(names),
             row_of={int(row.id): position for position, row in enumerate(rows)},
+            views=[
+                {
+                    "id": row.id,
+                    "toolId": row.tool_key,
+                    "name": row.name,
+                    "type": row.tool_type,
+                    "description": row.description,
+                    "actionVerbs": list(row.action_verbs or []),
+                    "capabilities": list(row.capabilities or []),
+                    "category": row.category,
+                    "version": row.version,
+                    "status": row.status,
+                    "health": row.health,
+                    "inputSchema": row.input_schema or {},
+                }
+                for row in rows
+            ],
         )
         with self._lock:
             if self._tools is None or built.fingerprint != self._tools.fingerprint:
@@ -225,6 +284,9 @@ class DiscoveryIndex:
         """Learned requests, with the uses appended since the last call read in."""
         with self._lock:
             learned = self._learned
+        if self._fresh("learned"):
+            return learned
+        self._checked_now("learned")
         with self._sessions() as session:
             rows = session.execute(
                 select(ToolUse.id, ToolUse.tool_id, ToolUse.organization_id, ToolUse.request_hash)
@@ -252,6 +314,9 @@ class DiscoveryIndex:
 
     def verbs(self) -> VerbMatrix:
         """The current verb matrix, reloaded when verbs were added, changed or removed."""
+        if self._verbs is not None and self._fresh("verbs"):
+            return self._verbs
+        self._checked_now("verbs")
         with self._sessions() as session:
             count, id_max, updated = session.execute(
                 select(func.count(), func.max(VerbRow.id), func.max(VerbRow.updated_at))

@@ -65,6 +65,19 @@ class Ranked:
 def _filter_mask(
     matrix: ToolMatrix, grants: tuple[str, ...] | None, filters: ToolFilters
 ) -> npt.NDArray[np.bool_]:
+    """Rows a holder of ``grants`` may get through ``filters`` (cached per pair in the matrix)."""
+    key = (grants, filters)
+    found = matrix.filter_masks.get(key)
+    if found is None:
+        if len(matrix.filter_masks) > 256:
+            matrix.filter_masks.clear()
+        found = matrix.filter_masks[key] = _build_filter_mask(matrix, grants, filters)
+    return found
+
+
+def _build_filter_mask(
+    matrix: ToolMatrix, grants: tuple[str, ...] | None, filters: ToolFilters
+) -> npt.NDArray[np.bool_]:
     mask = matrix.readable(grants).copy()
     mask &= np.isin(matrix.statuses, list(filters.statuses))
     if filters.health is not None:

@@ -8,12 +8,14 @@ updated in place under the same ``toolId`` (its content hash tells which).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from librarian.discovery.index import writing
 from librarian.discovery.manifest import ToolManifest, VerbManifest
 from librarian.discovery.models import ToolRow, ToolSourceRow, ToolUse, VerbRow
 from librarian.discovery.search_text import llm_questions, offline_questions, tool_search_text
@@ -135,8 +137,9 @@ def public_binding(binding: dict[str, Any]) -> dict[str, Any]:
 class ToolRegistry:
     """Verbs and tools of every organisation, read and changed on behalf of a principal."""
 
-    def __init__(self, lib: Librarian) -> None:
+    def __init__(self, lib: Librarian, changed: Callable[[], None] = lambda: None) -> None:
         self._lib = lib
+        self._changed = changed
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -162,7 +165,7 @@ class ToolRegistry:
         principal.require(Scope.WRITE, "registering tools")
         ready = prepared or self.prepare(manifest)
         if session is None:
-            with self._lib.sessions.begin() as own:
+            with writing(self._lib.sessions, self._changed) as own:
                 row, change = self._save_tool_in(
                     own, principal, manifest, ready, placement, status, source_id
                 )
@@ -334,7 +337,7 @@ class ToolRegistry:
         """
         if status not in TOOL_STATUSES:
             raise InvalidInputError(f"status: {status!r} is not one of {', '.join(TOOL_STATUSES)}")
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             row = self.tool_row(session, principal, key)
             if not can_change(principal, row.organization_id, row.created_by) and not (
                 principal.is_admin and principal.organization_id == row.organization_id
@@ -353,7 +356,7 @@ class ToolRegistry:
 
     def delete_tool(self, principal: Principal, key: str | int) -> dict[str, Any]:
         """Delete a tool and its recorded uses."""
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             row = self.tool_row(session, principal, key)
             if not can_change(principal, row.organization_id, row.created_by):
                 raise ForbiddenError(f"tool {row.tool_key!r} belongs to someone else")
@@ -381,7 +384,7 @@ class ToolRegistry:
         principal.require(Scope.WRITE, "registering verbs")
         text = manifest.search_text()
         self._lib.cache.embed_documents([text])
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             row = session.scalar(
                 select(VerbRow).where(
                     VerbRow.organization_id == principal.organization_id, VerbRow.verb == manifest.verb
@@ -477,7 +480,7 @@ class ToolRegistry:
 
     def delete_verb(self, principal: Principal, verb: str) -> dict[str, Any]:
         """Delete a verb no other verb decomposes into."""
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             row = self.verb_row(session, principal, verb)
             if not can_change(principal, row.organization_id, row.created_by):
                 raise ForbiddenError(f"verb {verb!r} belongs to someone else")

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from librarian.discovery.calling import CallResult, ToolCalls
-from librarian.discovery.index import DiscoveryIndex
+from librarian.discovery.index import DiscoveryIndex, writing
 from librarian.discovery.manifest import ManifestInvalidError, parse_tool, parse_verb, verb_name
-from librarian.discovery.models import ToolRow, VerbRow
+from librarian.discovery.models import VerbRow
 from librarian.discovery.ranking import ToolFilters, rank_tools, rank_verbs
 from librarian.discovery.registry import Placement, ToolRegistry, tool_view, verb_view
 from librarian.discovery.resolution import Resolution, VerbResolver
@@ -41,9 +41,9 @@ class DiscoveryService:
 
     def __init__(self, lib: Librarian) -> None:
         self._lib = lib
-        self.registry = ToolRegistry(lib)
-        self.sync = ToolSync(lib, self.registry)
-        self.calls = ToolCalls(lib)
+        self.registry = ToolRegistry(lib, changed=self.changed)
+        self.sync = ToolSync(lib, self.registry, changed=self.changed)
+        self.calls = ToolCalls(lib, changed=self.changed)
         self.resolver = VerbResolver(lib)
         self._index: DiscoveryIndex | None = None
         self._lock = threading.Lock()
@@ -55,6 +55,11 @@ class DiscoveryService:
             if self._index is None:
                 self._index = DiscoveryIndex(self._lib.sessions, self._lib.cache)
             return self._index
+
+    def changed(self) -> None:
+        """The registry changed in this process: searches reload the index at once."""
+        if self._index is not None:
+            self._index.invalidate()
 
     def _principal(self, principal: Principal | None) -> Principal:
         return principal or self._lib.default_principal
@@ -103,7 +108,7 @@ class DiscoveryService:
                 errors.append(exc.message)
         ready = self.registry.prepare_many(parsed)
         outcome: dict[str, Any] = {"created": [], "updated": [], "unchanged": [], "errors": errors}
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self.changed) as session:
             for manifest, prepared in zip(parsed, ready, strict=True):
                 _, change = self.registry.save_tool(who, manifest, session=session, prepared=prepared)
                 outcome[change].append(manifest.tool_key)
@@ -237,29 +242,20 @@ class DiscoveryService:
             filters=filters,
             top_k=_top_k(top_k),
         )
-        views = self._tool_views([item.entry_id for item in ranked])
         results = [
             {
-                **views[item.entry_id],
+                **matrix.views[matrix.row_of[item.entry_id]],
                 "score": item.score,
                 "confidence": item.confidence,
                 "why": list(item.reasons),
             }
             for item in ranked
-            if item.entry_id in views
         ]
         return {
             "query": text,
             "results": results,
             "took_ms": round((time.perf_counter() - started) * 1000, 2),
         }
-
-    def _tool_views(self, ids: list[int]) -> dict[int, dict[str, Any]]:
-        if not ids:
-            return {}
-        with self._lib.sessions() as session:
-            rows = session.scalars(select(ToolRow).where(ToolRow.id.in_(ids))).all()
-            return {row.id: tool_view(row, full=False) for row in rows}
 
     def discover_verbs(
         self, description: str, *, principal: Principal | None = None, top_k: int = 5

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
 
+from librarian.discovery.index import writing
 from librarian.discovery.manifest import ManifestInvalidError, ToolManifest, parse_tool
 from librarian.discovery.models import ToolRow, ToolSourceRow, ToolUse
 from librarian.discovery.registry import KEEP, Placement, ToolRegistry, manifest_hash, public_binding
@@ -111,8 +112,10 @@ class ToolSync:
         lib: Librarian,
         registry: ToolRegistry,
         importers: Mapping[str, Callable[[], Importer]] | None = None,
+        changed: Callable[[], None] = lambda: None,
     ) -> None:
         self._lib = lib
+        self._changed = changed
         self._registry = registry
         self._importers = dict(importers or _importers())
 
@@ -151,7 +154,7 @@ class ToolSync:
                 f"importing tool source {name}: {reason}, which only an administrator may do",
                 hint="ask an administrator, or import from an http(s) URL",
             )
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             row = session.scalar(
                 select(ToolSourceRow).where(
                     ToolSourceRow.organization_id == principal.organization_id, ToolSourceRow.name == name
@@ -271,7 +274,7 @@ class ToolSync:
         changed = [key for key, manifest in manifests.items() if hashes.get(key) != manifest_hash(manifest)]
         ready = self._registry.prepare_many([manifests[key] for key in changed])
         prepared = dict(zip(changed, ready, strict=True))
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             if replacement is not None:
                 stored_source = session.get(ToolSourceRow, source.id)
                 if stored_source is not None:
@@ -306,7 +309,7 @@ class ToolSync:
         return {"source": source.name, "kind": kind, "status": status, **summary}
 
     def _note(self, source_id: int, *, error: str | None, changes: dict[str, Any] | None) -> None:
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             row = session.get(ToolSourceRow, source_id)
             if row is None:
                 return
@@ -321,7 +324,7 @@ class ToolSync:
         """Delete a source and every tool imported from it."""
         principal.require(Scope.WRITE, "deleting tool sources")
         source = self.source_row(principal, key)
-        with self._lib.sessions.begin() as session:
+        with writing(self._lib.sessions, self._changed) as session:
             rows = session.scalars(select(ToolRow).where(ToolRow.source_id == source.id)).all()
             for row in rows:
                 session.execute(delete(ToolUse).where(ToolUse.tool_id == row.id))

@@ -65,12 +65,7 @@ def register_tool_registry_tools(server: MCPServer[Any], lib: Librarian) -> None
             principal = tool_caller(lib, ctx)
             filters = ToolFilters(tool_type=type, category=category, capability=capability)
             found = discovery.search_tools(query, principal=principal, top_k=top_k, filters=filters)
-            tools = []
-            for hit in found["results"]:
-                # Search results are short; the schema an agent needs to call comes from the tool.
-                schema = discovery.tool(hit["id"], principal=principal)["inputSchema"]
-                shown = {**hit, "inputSchema": schema}
-                tools.append({field: shown[field] for field in DISCOVERED_FIELDS})
+            tools = [{field: hit[field] for field in DISCOVERED_FIELDS} for hit in found["results"]]
             return {"query": found["query"], "tools": tools}
 
     @server.tool(annotations=CALLS_OUT)
