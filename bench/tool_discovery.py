@@ -15,6 +15,7 @@ be substituted by exactly that tool; one whose tool was held out is *new*: subst
 mistake, creating it is right. The learn half is recorded as use first, as in production.
 
     .venv/bin/python -m bench.tool_discovery latency --tools 10000 --queries 400
+    .venv/bin/python -m bench.tool_discovery latency --tools 10000 --queries 400 --words 6
     .venv/bin/python -m bench.tool_discovery novel
 """
 
@@ -102,10 +103,11 @@ def _synthetic_tools(lib: Librarian, count: int, seed: int = 7) -> None:
             session.flush()
 
 
-def latency(tools: int, queries: int) -> dict[str, Any]:
-    """Search latency with ``tools`` registered tools (see the module docstring)."""
+def latency(tools: int, queries: int, words: int | None = None) -> dict[str, Any]:
+    """Search latency with ``tools`` registered tools (see the module docstring); ``words`` cuts each
+    query to its first words (agents often search with a few words, not a sentence)."""
     dataset = load_beir(METATOOL)
-    texts = list(dataset.queries.values())
+    texts = [" ".join(text.split()[:words]) if words else text for text in dataset.queries.values()]
     with (
         tempfile.TemporaryDirectory(prefix="bench-tools-") as scratch,
         Librarian(Settings(home=Path(scratch) / "home")) as lib,
@@ -134,6 +136,7 @@ def latency(tools: int, queries: int) -> dict[str, Any]:
         return {
             "tools": tools,
             "queries": queries,
+            "query_words": words or "whole",
             "search_tools_ms": _summary(search_ms),
             "query_embedding_ms": _summary(embed_ms),
         }
@@ -218,11 +221,12 @@ def main() -> None:
     timed = commands.add_parser("latency")
     timed.add_argument("--tools", type=int, default=10_000)
     timed.add_argument("--queries", type=int, default=400)
+    timed.add_argument("--words", type=int, default=None, help="cut each query to its first N words")
     resolved = commands.add_parser("novel")
     resolved.add_argument("--threshold", type=float, default=None)
     arguments = parser.parse_args()
     if arguments.command == "latency":
-        result = latency(arguments.tools, arguments.queries)
+        result = latency(arguments.tools, arguments.queries, arguments.words)
     else:
         result = novel(arguments.threshold)
     print(json.dumps(result, indent=2))

@@ -306,7 +306,7 @@ def eval_tools(
     table = Table("metric", *phases)
     for key in result["cold"]:
         if key != "calibration":
-            table.add_row(key, *(str(result[phase][key]) for phase in phases))
+            table.add_row(key, *(str(result[phase].get(key, "-")) for phase in phases))
     stdout.print(table)
     stdout.print(
         f"{result['tools']} tools, {result['queries_test']} test queries, {result['queries_learned']} "
