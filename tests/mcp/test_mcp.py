@@ -55,6 +55,8 @@ TOOLS = {
     "discover_verbs",
     "register_tool",
     "register_verb",
+    "set_tool_status",
+    "delete_tool",
 }
 
 

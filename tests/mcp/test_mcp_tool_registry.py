@@ -19,7 +19,15 @@ from librarian.mcp import create_mcp_server
 from mcp import Client
 from tests.mcp.test_mcp import structured
 
-REGISTRY_TOOLS = {"discover_tools", "call_tool", "discover_verbs", "register_tool", "register_verb"}
+REGISTRY_TOOLS = {
+    "discover_tools",
+    "call_tool",
+    "discover_verbs",
+    "register_tool",
+    "register_verb",
+    "set_tool_status",
+    "delete_tool",
+}
 SHORTEN = {
     "toolId": "text:shorten/v1",
     "name": "shorten_text",
@@ -192,3 +200,23 @@ async def test_another_organisation_never_reaches_the_tool(lib: Librarian) -> No
 
     assert "local:only" not in [tool["toolId"] for tool in found["tools"]]
     assert "no tool 'local:only'" in refused
+
+
+@pytest.mark.anyio
+async def test_an_agent_deactivates_reactivates_and_deletes_a_tool(lib: Librarian) -> None:
+    manifest = {**SHORTEN, "toolId": "lifecycle:clip", "name": "clip_prose"}
+    query = "clip prose to a width"
+    async with Client(create_mcp_server(lib)) as client:
+        await call(client, "register_tool", manifest=manifest)
+        off = await call(client, "set_tool_status", tool_id="lifecycle:clip", status="inactive")
+        hidden = await call(client, "discover_tools", query=query)
+        on = await call(client, "set_tool_status", tool_id="lifecycle:clip", status="active")
+        shown = await call(client, "discover_tools", query=query)
+        bad = await error_text(client, "set_tool_status", tool_id="lifecycle:clip", status="gone")
+        deleted = await call(client, "delete_tool", tool_id="lifecycle:clip")
+        missing = await error_text(client, "delete_tool", tool_id="lifecycle:clip")
+
+    assert off["status"] == "inactive" and "lifecycle:clip" not in [t["toolId"] for t in hidden["tools"]]
+    assert on["status"] == "active" and shown["tools"][0]["toolId"] == "lifecycle:clip"
+    assert "status: 'gone' is not one of" in bad
+    assert deleted["toolId"] == "lifecycle:clip" and "no tool 'lifecycle:clip'" in missing

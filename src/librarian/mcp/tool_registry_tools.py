@@ -1,7 +1,7 @@
 """MCP tools of the verb and tool registry (``lib.discovery``): ``discover_tools`` and ``call_tool``,
 with which an agent finds and calls any tool the organisation registered (MCP servers, OpenAPI
 operations, Python functions, CLI commands) through one server, and ``discover_verbs``,
-``register_tool`` and ``register_verb``.
+``register_tool``, ``register_verb``, ``set_tool_status`` and ``delete_tool``.
 
 The tools are plain functions, which the MCP SDK runs on a worker thread, so a call that waits on
 another process does not block the server.
@@ -26,6 +26,10 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_wo
 CALLS_OUT = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 REGISTERS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+CHANGES = REGISTERS
+DELETES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 
 
@@ -184,3 +188,31 @@ def register_tool_registry_tools(server: MCPServer[Any], lib: Librarian) -> None
             return discovery.register_verb(
                 manifest, principal=principal, visibility=visibility, allowed_teams=teams
             )
+
+    @server.tool(annotations=CHANGES)
+    def set_tool_status(tool_id: str, status: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Approve, deactivate or reactivate a registered tool.
+
+        Args:
+            tool_id: the tool's toolId.
+            status: active (approve a quarantined tool: administrators only; or reactivate),
+                inactive (discover_tools and call_tool ignore it) or quarantined (back to review).
+
+        Returns:
+            The tool as stored, with its new status.
+        """
+        with tool_errors():
+            return discovery.set_status(tool_id, status, principal=tool_caller(lib, ctx))
+
+    @server.tool(annotations=DELETES)
+    def delete_tool(tool_id: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Delete a registered tool and what was learned from its use (its author or an administrator).
+
+        Args:
+            tool_id: the tool's toolId.
+
+        Returns:
+            The deleted tool's short view.
+        """
+        with tool_errors():
+            return discovery.delete_tool(tool_id, principal=tool_caller(lib, ctx))
