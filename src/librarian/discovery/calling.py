@@ -153,40 +153,22 @@ class ToolCalls:
         if factory is None:
             raise InvalidInputError(f"tool {row.tool_key}: no caller for type {row.tool_type!r}")
         started = time.monotonic()
+
+        def failed(error: str) -> None:
+            self.record(
+                principal, row.id, succeeded=False, started=started, error=error, request=request, probe=probe
+            )
+
         try:
             result = factory()(row.binding or {}, arguments, settings)
         except ToolCallError as exc:
-            self.record(
-                principal,
-                row.id,
-                succeeded=False,
-                started=started,
-                error=exc.message,
-                request=request,
-                probe=probe,
-            )
+            failed(exc.message)
             raise
         except LibrarianError as exc:
-            self.record(
-                principal,
-                row.id,
-                succeeded=False,
-                started=started,
-                error=exc.message,
-                request=request,
-                probe=probe,
-            )
+            failed(exc.message)
             raise ToolCallError(f"tool {row.tool_key}: {exc.message}", hint=exc.hint) from exc
         if result.is_error:
-            self.record(
-                principal,
-                row.id,
-                succeeded=False,
-                started=started,
-                error=result.text,
-                request=request,
-                probe=probe,
-            )
+            failed(result.text)
             raise ToolCallError(f"tool {row.tool_key} answered with an error: {result.text[:500]}")
         self.record(principal, row.id, succeeded=True, started=started, request=request, probe=probe)
         return result

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from librarian.discovery.models import ToolRow, ToolUse, VerbRow
 from librarian.discovery.search_text import words_of
 from librarian.embeddings.cache import EmbeddingCache
+from librarian.index.grant_masks import GrantMasks
 
 Fingerprint = tuple[int, int, str]
 # How long a process trusts its matrices before asking the store whether another process changed the
@@ -78,25 +79,15 @@ class ToolMatrix:
     row_of: dict[int, int]
     # What a search result shows of each tool, so answering needs no query of the store.
     views: list[dict[str, Any]]
-    masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = field(default_factory=dict)
     # (grants, filters) -> rows a search may return; filters are a frozen, hashable dataclass.
     filter_masks: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self._masks = GrantMasks(self.grants)
+
     def readable(self, grants: tuple[str, ...] | None) -> npt.NDArray[np.bool_]:
-        """Rows a holder of ``grants`` may read (cached per grant set)."""
-        found = self.masks.get(grants)
-        if found is None:
-            if grants is None:
-                found = np.ones(len(self.ids), dtype=bool)
-            else:
-                held = set(grants)
-                found = np.fromiter(
-                    (not held.isdisjoint(g) for g in self.grants), dtype=bool, count=len(self.grants)
-                )
-            if len(self.masks) > 256:
-                self.masks.clear()
-            self.masks[grants] = found
-        return found
+        """Rows a holder of ``grants`` may read (cached per grant set; never change it in place)."""
+        return self._masks.mask(grants)
 
 
 @dataclass

@@ -43,6 +43,21 @@ class Placement:
 KEEP = Placement()
 
 
+def ownership(principal: Principal, placement: Placement) -> dict[str, Any]:
+    """The owner and read grants of a new verb or tool ``principal`` saves with ``placement``."""
+    owner = owner_for(principal, placement.visibility, placement.allowed_teams)
+    visibility = str(owner.visibility or "organization")
+    return {
+        "organization_id": owner.organization_id,
+        "created_by": owner.created_by,
+        "visibility": visibility,
+        "allowed_teams": list(owner.allowed_teams),
+        "access_grants": object_grants(
+            owner.organization_id, visibility, owner.allowed_teams, owner.created_by
+        ),
+    }
+
+
 def runs_on_host(manifest: ToolManifest) -> bool:
     """Whether calling the tool runs a program on this machine (an MCP server started by command, a
     Python function, a CLI command), rather than reaching a network service."""
@@ -228,16 +243,8 @@ class ToolRegistry:
         now = utcnow()
         change = "updated"
         if row is None:
-            owner = owner_for(principal, placement.visibility, placement.allowed_teams)
-            visibility = (owner.visibility or "organization").__str__()
             row = ToolRow(
-                organization_id=owner.organization_id,
-                created_by=owner.created_by,
-                visibility=visibility,
-                allowed_teams=list(owner.allowed_teams),
-                access_grants=object_grants(
-                    owner.organization_id, visibility, owner.allowed_teams, owner.created_by
-                ),
+                **ownership(principal, placement),
                 tool_key=manifest.tool_key,
                 status=status,
                 health="healthy",
@@ -396,16 +403,8 @@ class ToolRegistry:
             now = utcnow()
             change = "updated"
             if row is None:
-                owner = owner_for(principal, placement.visibility, placement.allowed_teams)
-                visibility = str(owner.visibility or "organization")
                 row = VerbRow(
-                    organization_id=owner.organization_id,
-                    created_by=owner.created_by,
-                    visibility=visibility,
-                    allowed_teams=list(owner.allowed_teams),
-                    access_grants=object_grants(
-                        owner.organization_id, visibility, owner.allowed_teams, owner.created_by
-                    ),
+                    **ownership(principal, placement),
                     verb=manifest.verb,
                     created_at=now,
                 )

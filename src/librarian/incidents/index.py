@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.incidents.models import Incident
 from librarian.incidents.similarity import error_terms
+from librarian.index.grant_masks import GrantMasks
 from librarian.research.error_signature import terms_of_normalized
 
 Fingerprint = tuple[int, int]
@@ -45,23 +46,13 @@ class IncidentMatrix:
     errors: list[list[tuple[str, frozenset[str]]]]
     # term -> rows: "service:x", "symptom:word", "error:term", "infra:x"
     postings: dict[str, list[int]]
-    masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._masks = GrantMasks(self.grants)
 
     def mask(self, grants: tuple[str, ...] | None) -> npt.NDArray[np.bool_]:
         """Which rows a holder of ``grants`` may read (cached per grant set)."""
-        found = self.masks.get(grants)
-        if found is None:
-            if grants is None:
-                found = np.ones(len(self.ids), dtype=bool)
-            else:
-                held = set(grants)
-                found = np.fromiter(
-                    (not held.isdisjoint(g) for g in self.grants), dtype=bool, count=len(self.grants)
-                )
-            if len(self.masks) > 256:
-                self.masks.clear()
-            self.masks[grants] = found
-        return found
+        return self._masks.mask(grants)
 
 
 def posting_terms(normalized: dict[str, object]) -> set[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -28,6 +28,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.embeddings.cache import EmbeddingCache
+from librarian.index.grant_masks import GrantMasks
 from librarian.runbooks.models import RunbookRow
 
 # Runbooks whose triggers are checked: the best by meaning, and those sharing the most words with the
@@ -91,24 +92,14 @@ class RunbookMatrix:
     active: npt.NDArray[np.bool_]
     triggers: list[Triggers]
     postings: dict[str, npt.NDArray[np.int64]]
-    masks: dict[tuple[str, ...] | None, npt.NDArray[np.bool_]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._masks = GrantMasks(self.grants)
 
     def mask(self, grants: tuple[str, ...] | None) -> npt.NDArray[np.bool_]:
-        """Active rows a holder of ``grants`` may read (cached per grant set)."""
-        found = self.masks.get(grants)
-        if found is None:
-            if grants is None:
-                found = self.active.copy()
-            else:
-                held = set(grants)
-                readable = np.fromiter(
-                    (not held.isdisjoint(g) for g in self.grants), dtype=bool, count=len(self.grants)
-                )
-                found = readable & self.active
-            if len(self.masks) > 256:
-                self.masks.clear()
-            self.masks[grants] = found
-        return found
+        """Active rows a holder of ``grants`` may read."""
+        readable: npt.NDArray[np.bool_] = self._masks.mask(grants) & self.active
+        return readable
 
 
 @dataclass(frozen=True)
