@@ -323,7 +323,8 @@ def test_a_python_tool_is_called_and_its_use_recorded(api: Api) -> None:
         "tool": "text:shorten", "request": "trim a title", "succeeded": True
     }  # fmt: skip
     assert read["calls"]["succeeded"] == 1 and read["calls"]["failed"] == 1
-    assert read["health"] == "failing" and "width" in read["calls"]["last_error"]
+    # The function refused its arguments: counted, but not held against the tool's health.
+    assert read["health"] == "healthy" and "width" in read["calls"]["last_error"]
 
 
 def test_a_source_is_imported_quarantined_synced_and_removed(api: Api) -> None:

@@ -27,7 +27,9 @@ def fetch(url: str) -> str:
     """Fetch a web page and return its text."""
     if os.path.exists(os.environ.get("FLAKY_FLAG", "") or "/nonexistent-flag"):
         return "page text"
-    raise ConnectionError("upstream is down")
+    if url == "bad":
+        raise ValueError("not a URL")
+    os._exit(3)  # the plugin crashes: the tool's own fault
 '''
 
 
@@ -86,8 +88,13 @@ def test_a_failing_tool_is_taken_out_of_use_then_probed_back(
                 "binding": {"module": "flaky", "function": "fetch", "path": [str(plugins)]},
             }
         )
+        # Requests the tool refuses are not its fault: they never take it out of use.
+        for _ in range(3):
+            with pytest.raises(ToolCallError, match="ValueError: not a URL"):
+                lib.discovery.call("web.fetch", {"url": "bad"})
+        assert lib.discovery.tool("web.fetch")["health"] == "healthy"
         for _ in range(2):
-            with pytest.raises(ToolCallError, match="ConnectionError: upstream is down"):
+            with pytest.raises(ToolCallError, match="exit"):
                 lib.discovery.call("web.fetch", {"url": "https://example.org"})
 
         shown = lib.discovery.tool("web.fetch")

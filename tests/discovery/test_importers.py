@@ -191,7 +191,10 @@ def test_openapi_operations_become_tools_that_call_the_api(lib: Librarian, api: 
     with pytest.raises(ToolCallError) as missing:
         lib.discovery.call("petstore.getPet", {"petId": 99})
     assert "getPet answered HTTP 404" in missing.value.message
-    assert lib.discovery.tool("petstore.getPet")["calls"]["consecutive_failures"] == 1
+    # A 404 refuses the request; it says nothing about the API's health.
+    shown = lib.discovery.tool("petstore.getPet")
+    assert shown["calls"]["failed"] == 1 and shown["calls"]["consecutive_failures"] == 0
+    assert shown["health"] == "healthy"
 
 
 def test_openapi_arguments_that_break_the_schema_are_refused_by_name(
@@ -484,10 +487,15 @@ def test_indexed_git_commands_become_tools_that_run_git(lib: Librarian, tmp_path
     assert "Initialized empty Git repository" in result.text
     assert (repository / ".git" / "HEAD").read_text(encoding="utf-8").strip() == "ref: refs/heads/trunk"
 
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
     with pytest.raises(ToolCallError) as failed:
+        lib.discovery.call("git.init", {"args": [str(blocker / "repo")]})
+    assert failed.value.message.startswith("git init exited 128") and not failed.value.tool_fault
+    # Only documented options, by name: an argument that reads as an option is refused, so a caller
+    # cannot slip `--upload-pack=...`-style options past the tool's declaration.
+    with pytest.raises(InvalidInputError, match=r"args\[0\]: '--no-such-option' starts with '-'"):
         lib.discovery.call("git.init", {"args": ["--no-such-option"]})
-    assert failed.value.message.startswith("git init exited 129: ")
-    assert "unknown option" in failed.value.message
 
 
 def test_a_cli_that_is_not_indexed_is_named(lib: Librarian) -> None:

@@ -19,7 +19,6 @@ import jsonschema
 from sqlalchemy import select
 
 from librarian.config import Settings
-from librarian.discovery.index import writing
 from librarian.discovery.models import ToolRow, ToolUse
 from librarian.embeddings.cache import content_hash
 from librarian.errors import ConflictError, InvalidInputError, LibrarianError
@@ -34,10 +33,20 @@ MAX_ERROR_CHARS = 2000
 
 
 class ToolCallError(LibrarianError):
-    """The tool was reached but its call failed (an error result, a timeout, a refused address)."""
+    """The tool was reached but its call failed (an error result, a timeout, a refused address).
+
+    ``tool_fault`` says whose fault it was: the tool's (it timed out, crashed, is unreachable,
+    answered HTTP 5xx) or the request's (HTTP 4xx, a function raising on its arguments, an MCP error
+    result). Only the tool's own faults count towards its circuit breaker: three bad requests must
+    not take a working tool away from everyone.
+    """
 
     status_code = 502
     category = "tool_failed"
+
+    def __init__(self, message: str, *, hint: str | None = None, tool_fault: bool = True) -> None:
+        super().__init__(message, hint=hint)
+        self.tool_fault = tool_fault
 
 
 @dataclass(frozen=True)
@@ -107,9 +116,10 @@ class ToolCalls:
         self,
         lib: Librarian,
         callers: Mapping[str, Callable[[], ToolCaller]] | None = None,
-        changed: Callable[[], None] = lambda: None,
+        changed: Callable[..., None] = lambda **_: None,
     ) -> None:
         self._lib = lib
+        # changed(tools=...): after a call, only new uses to read, or the tool's health changed too.
         self._changed = changed
         self._callers = dict(callers or _callers())
 
@@ -154,22 +164,34 @@ class ToolCalls:
             raise InvalidInputError(f"tool {row.tool_key}: no caller for type {row.tool_type!r}")
         started = time.monotonic()
 
-        def failed(error: str) -> None:
+        def failed(error: str, *, tool_fault: bool) -> None:
             self.record(
-                principal, row.id, succeeded=False, started=started, error=error, request=request, probe=probe
+                principal,
+                row.id,
+                succeeded=False,
+                started=started,
+                error=error,
+                request=request,
+                probe=probe,
+                tool_fault=tool_fault,
             )
 
         try:
             result = factory()(row.binding or {}, arguments, settings)
         except ToolCallError as exc:
-            failed(exc.message)
+            failed(exc.message, tool_fault=exc.tool_fault)
+            raise
+        except InvalidInputError as exc:  # the arguments, refused before anything ran
+            failed(exc.message, tool_fault=False)
             raise
         except LibrarianError as exc:
-            failed(exc.message)
+            failed(exc.message, tool_fault=True)
             raise ToolCallError(f"tool {row.tool_key}: {exc.message}", hint=exc.hint) from exc
         if result.is_error:
-            failed(result.text)
-            raise ToolCallError(f"tool {row.tool_key} answered with an error: {result.text[:500]}")
+            failed(result.text, tool_fault=False)
+            raise ToolCallError(
+                f"tool {row.tool_key} answered with an error: {result.text[:500]}", tool_fault=False
+            )
         self.record(principal, row.id, succeeded=True, started=started, request=request, probe=probe)
         return result
 
@@ -184,14 +206,19 @@ class ToolCalls:
         request: str | None = None,
         probe: bool = False,
         kind: str = "call",
+        tool_fault: bool = True,
     ) -> dict[str, Any]:
-        """Record one use of a tool and update its health (the circuit breaker)."""
+        """Record one use of a tool and update its health (the circuit breaker).
+
+        A failure that was not the tool's fault (``tool_fault`` false) is counted and its error
+        kept, but leaves the tool's health alone; a failed probe is always the tool's.
+        """
         settings = self._lib.settings
         request_hash = None
         if request and succeeded:
             self._lib.cache.embed_documents([request])
             request_hash = content_hash(request)
-        with writing(self._lib.sessions, self._changed) as session:
+        with self._lib.sessions.begin() as session:
             row = session.scalar(select(ToolRow).where(ToolRow.id == tool_id).with_for_update())
             if row is None:
                 return {}
@@ -220,13 +247,14 @@ class ToolCalls:
                     row.circuit_opened_at = None
                 else:
                     row.failure_count += 1
-                    row.consecutive_failures += 1
                     row.last_error = None if error is None else error[:MAX_ERROR_CHARS]
-                    if probe or row.consecutive_failures >= settings.tools_failure_threshold:
-                        row.health = "open"
-                        row.circuit_opened_at = now
-                    else:
-                        row.health = "failing"
+                    if tool_fault or probe:
+                        row.consecutive_failures += 1
+                        if probe or row.consecutive_failures >= settings.tools_failure_threshold:
+                            row.health = "open"
+                            row.circuit_opened_at = now
+                        else:
+                            row.health = "failing"
             if row.health != health_before:
                 row.updated_at = now  # the index reloads: the tool leaves or rejoins search
                 if row.health == "open":
@@ -236,8 +264,11 @@ class ToolCalls:
                         row.consecutive_failures,
                         row.last_error,
                     )
-            return {
+            outcome = {
                 "tool": row.tool_key,
                 "health": row.health,
                 "consecutive_failures": row.consecutive_failures,
             }
+            health_changed = row.health != health_before
+        self._changed(tools=health_changed)
+        return outcome

@@ -41,6 +41,8 @@ Fingerprint = tuple[int, int, str]
 # How long a process trusts its matrices before asking the store whether another process changed the
 # registry (its own changes invalidate them at once): the check is a query per search otherwise.
 RECHECK_SECONDS = 1.0
+# Uses re-read below the highest id seen, for ids that committed out of order.
+USE_ID_WINDOW = 1000
 _WORD = re.compile(r"[a-z0-9]{3,}")
 
 
@@ -60,37 +62,6 @@ def _stack(vectors: list[npt.NDArray[np.float32]], dimension: int) -> npt.NDArra
 
 
 @dataclass
-class ToolMatrix:
-    """Every tool's id, text vector, grants and filterable fields, row-aligned."""
-
-    fingerprint: Fingerprint
-    ids: npt.NDArray[np.int64]
-    vectors: npt.NDArray[np.float32]
-    grants: list[frozenset[str]]
-    organizations: npt.NDArray[np.int64]
-    types: npt.NDArray[np.str_]
-    categories: list[str | None]
-    capabilities: list[frozenset[str]]
-    verbs: list[frozenset[str]]
-    statuses: npt.NDArray[np.str_]
-    health: npt.NDArray[np.str_]
-    # name word -> rows whose name or key holds it (exact names typed by agents)
-    names: dict[str, list[int]]
-    row_of: dict[int, int]
-    # What a search result shows of each tool, so answering needs no query of the store.
-    views: list[dict[str, Any]]
-    # (grants, filters) -> rows a search may return; filters are a frozen, hashable dataclass.
-    filter_masks: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._masks = GrantMasks(self.grants)
-
-    def readable(self, grants: tuple[str, ...] | None) -> npt.NDArray[np.bool_]:
-        """Rows a holder of ``grants`` may read (cached per grant set; never change it in place)."""
-        return self._masks.mask(grants)
-
-
-@dataclass
 class LearnedRequests:
     """Requests tools were used for and succeeded at, with each tool's learned profile.
 
@@ -100,6 +71,10 @@ class LearnedRequests:
     """
 
     last_use_id: int = 0
+    # Use ids read in: the re-read window below may return them again.
+    seen: set[int] = field(default_factory=set)
+    # When the store was last asked for new uses (monotonic seconds).
+    checked_at: float = 0.0
     rows: list[int] = field(default_factory=list)
     organizations: list[int] = field(default_factory=list)
     vectors: list[npt.NDArray[np.float32]] = field(default_factory=list)
@@ -156,6 +131,39 @@ class LearnedRequests:
 
 
 @dataclass
+class ToolMatrix:
+    """Every tool's id, text vector, grants and filterable fields, row-aligned."""
+
+    fingerprint: Fingerprint
+    ids: npt.NDArray[np.int64]
+    vectors: npt.NDArray[np.float32]
+    grants: list[frozenset[str]]
+    organizations: npt.NDArray[np.int64]
+    types: npt.NDArray[np.str_]
+    categories: list[str | None]
+    capabilities: list[frozenset[str]]
+    verbs: list[frozenset[str]]
+    statuses: npt.NDArray[np.str_]
+    health: npt.NDArray[np.str_]
+    # name word -> rows whose name or key holds it (exact names typed by agents)
+    names: dict[str, list[int]]
+    row_of: dict[int, int]
+    # What a search result shows of each tool, so answering needs no query of the store.
+    views: list[dict[str, Any]]
+    # (grants, filters) -> rows a search may return; filters are a frozen, hashable dataclass.
+    filter_masks: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = field(default_factory=dict)
+    # The requests its tools served, by row of this matrix (a new matrix learns them again).
+    learned: LearnedRequests = field(default_factory=LearnedRequests)
+
+    def __post_init__(self) -> None:
+        self._masks = GrantMasks(self.grants)
+
+    def readable(self, grants: tuple[str, ...] | None) -> npt.NDArray[np.bool_]:
+        """Rows a holder of ``grants`` may read (cached per grant set; never change it in place)."""
+        return self._masks.mask(grants)
+
+
+@dataclass
 class VerbMatrix:
     """Every verb's id, name, text vector, grants and status, row-aligned."""
 
@@ -175,15 +183,18 @@ class DiscoveryIndex:
         self._cache = cache
         self._tools: ToolMatrix | None = None
         self._verbs: VerbMatrix | None = None
-        self._learned = LearnedRequests()
         self._lock = threading.Lock()
         # When each matrix was last known current (monotonic seconds); 0 forces a check.
-        self._checked = {"tools": 0.0, "verbs": 0.0, "learned": 0.0}
+        self._checked = {"tools": 0.0, "verbs": 0.0}
 
-    def invalidate(self) -> None:
-        """Check the store at the next search: this process changed the registry."""
+    def invalidate(self, *, tools: bool = True) -> None:
+        """This process changed the registry: the next search reloads tools and verbs (``tools``) or
+        only reads new uses (a call that changed nothing else)."""
         with self._lock:
-            self._checked = dict.fromkeys(self._checked, 0.0)
+            if tools:
+                self._tools = self._verbs = None
+            elif self._tools is not None:
+                self._tools.learned.checked_at = 0.0
 
     def _fresh(self, name: str) -> bool:
         """Whether ``name`` was checked against the store less than RECHECK_SECONDS ago."""
@@ -265,24 +276,23 @@ class DiscoveryIndex:
             ],
         )
         with self._lock:
-            if self._tools is None or built.fingerprint != self._tools.fingerprint:
-                # Tools were removed or replaced: learned profiles start from their new vectors.
-                self._learned = LearnedRequests()
             self._tools = built
         return built
 
     def learned(self, tools: ToolMatrix) -> LearnedRequests:
-        """Learned requests, with the uses appended since the last call read in."""
+        """The requests ``tools`` served, with the uses recorded since the last look read in."""
+        learned = tools.learned
         with self._lock:
-            learned = self._learned
-        if self._fresh("learned"):
-            return learned
-        self._checked_now("learned")
+            if time.monotonic() - learned.checked_at < RECHECK_SECONDS:
+                return learned
+            learned.checked_at = time.monotonic()
         with self._sessions() as session:
             rows = session.execute(
                 select(ToolUse.id, ToolUse.tool_id, ToolUse.organization_id, ToolUse.request_hash)
                 .where(
-                    ToolUse.id > learned.last_use_id,
+                    # Ids of concurrent transactions may commit out of order (PostgreSQL sequences):
+                    # a window below the highest id seen is read again.
+                    ToolUse.id > learned.last_use_id - USE_ID_WINDOW,
                     ToolUse.succeeded.is_(True),
                     ToolUse.request_hash.is_not(None),
                 )
@@ -290,9 +300,13 @@ class DiscoveryIndex:
             ).all()
         if not rows:
             return learned
+        rows = [row for row in rows if int(row.id) not in learned.seen]
         vectors = self._cache.lookup([row.request_hash for row in rows])
         with self._lock:
             for row in rows:
+                if int(row.id) in learned.seen:  # another search read it in meanwhile
+                    continue
+                learned.seen.add(int(row.id))
                 vector = vectors.get(row.request_hash)
                 learned.last_use_id = max(learned.last_use_id, int(row.id))
                 position = tools.row_of.get(int(row.tool_id))

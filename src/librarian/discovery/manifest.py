@@ -209,7 +209,9 @@ def parse_tool(given: Mapping[str, Any], *, origin: str = "tool") -> ToolManifes
     fields = _Fields(given)
     name = fields.text("name", required=True, limit=255)
     key = fields.text("toolId", "tool_key", "id", limit=255) or name
-    if key and not _TOOL_KEY.fullmatch(key):
+    if key.isdigit():
+        fields.problems.append(f"toolId: {key!r} is all digits, which reads as a numeric id: add a letter")
+    elif key and not _TOOL_KEY.fullmatch(key):
         fields.problems.append(
             f"toolId: {key!r} must be 1-255 printable characters without spaces, not starting with '-'"
         )

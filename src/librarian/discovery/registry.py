@@ -381,6 +381,7 @@ class ToolRegistry:
         *,
         placement: Placement = KEEP,
         status: str = "active",
+        only_new: bool = False,
     ) -> tuple[dict[str, Any], str]:
         """Create or update the verb ``manifest.verb`` in the caller's organisation.
 
@@ -397,6 +398,8 @@ class ToolRegistry:
                     VerbRow.organization_id == principal.organization_id, VerbRow.verb == manifest.verb
                 )
             )
+            if row is not None and only_new:  # re-read in the saving transaction
+                return verb_view(row), "unchanged"
             if row is not None and not can_change(principal, row.organization_id, row.created_by):
                 raise ForbiddenError(f"verb {manifest.verb!r} belongs to someone else in the organisation")
             self._check_decomposition(session, principal, manifest)

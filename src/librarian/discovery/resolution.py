@@ -220,14 +220,9 @@ class VerbResolver:
         return split_goals(goal)
 
     def _register_novel(self, who: Principal, name: str, goal: str) -> None:
-        """Register ``name`` as a novel verb unless it exists (a novel verb is never registered twice)."""
-        with self._lib.sessions() as session:
-            exists = session.scalar(
-                select(VerbRow.id).where(VerbRow.organization_id == who.organization_id, VerbRow.verb == name)
-            )
-        if exists is None and name:
+        """Register ``name`` as a novel verb unless it exists (a novel verb is never registered twice,
+        and a verb registered meanwhile is left as it is)."""
+        if name:
             self._lib.discovery.registry.save_verb(
-                who,
-                parse_verb({"verb": name, "description": goal}),
-                status="novel",
+                who, parse_verb({"verb": name, "description": goal}), status="novel", only_new=True
             )

@@ -21,7 +21,7 @@ from librarian.discovery.ranking import ToolFilters, rank_tools, rank_verbs
 from librarian.discovery.registry import Placement, ToolRegistry, tool_view, verb_view
 from librarian.discovery.resolution import Resolution, VerbResolver
 from librarian.discovery.sync import ToolSync
-from librarian.errors import InvalidInputError
+from librarian.errors import InvalidInputError, LibrarianError
 from librarian.knowledge.access import Principal, Scope
 
 if TYPE_CHECKING:
@@ -56,10 +56,11 @@ class DiscoveryService:
                 self._index = DiscoveryIndex(self._lib.sessions, self._lib.cache)
             return self._index
 
-    def changed(self) -> None:
-        """The registry changed in this process: searches reload the index at once."""
+    def changed(self, *, tools: bool = True) -> None:
+        """The registry changed in this process: the next search reloads what changed (``tools``:
+        tools and verbs; otherwise only new uses)."""
         if self._index is not None:
-            self._index.invalidate()
+            self._index.invalidate(tools=tools)
 
     def _principal(self, principal: Principal | None) -> Principal:
         return principal or self._lib.default_principal
@@ -110,7 +111,12 @@ class DiscoveryService:
         outcome: dict[str, Any] = {"created": [], "updated": [], "unchanged": [], "errors": errors}
         with writing(self._lib.sessions, self.changed) as session:
             for manifest, prepared in zip(parsed, ready, strict=True):
-                _, change = self.registry.save_tool(who, manifest, session=session, prepared=prepared)
+                try:
+                    with session.begin_nested():  # one refused tool must not undo the others
+                        _, change = self.registry.save_tool(who, manifest, session=session, prepared=prepared)
+                except LibrarianError as exc:
+                    errors.append(f"tool {manifest.tool_key}: {exc.message}")
+                    continue
                 outcome[change].append(manifest.tool_key)
         return outcome
 

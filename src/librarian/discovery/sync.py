@@ -16,14 +16,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 
 from librarian.discovery.index import writing
 from librarian.discovery.manifest import ManifestInvalidError, ToolManifest, parse_tool
 from librarian.discovery.models import ToolRow, ToolSourceRow, ToolUse
 from librarian.discovery.registry import KEEP, Placement, ToolRegistry, manifest_hash, public_binding
 from librarian.errors import ForbiddenError, InvalidInputError, LibrarianError, NotFoundError
-from librarian.knowledge.access import Principal, Scope
+from librarian.knowledge.access import Principal, Scope, can_change
 from librarian.storage.models import as_utc, utcnow
 
 if TYPE_CHECKING:
@@ -93,6 +93,15 @@ def runs_on_server(kind: str, spec: Mapping[str, Any]) -> str | None:
     if kind == "openapi" and not location.startswith(("http://", "https://")):
         return "an OpenAPI document named by a path reads a file of the server"
     return None
+
+
+def _require_owner(principal: Principal, source: ToolSourceRow) -> None:
+    """Only who imported a source (or an administrator) syncs, replaces or deletes it."""
+    if not can_change(principal, source.organization_id, source.created_by):
+        raise ForbiddenError(
+            f"tool source {source.name} belongs to someone else",
+            hint="its owner or an administrator can sync, replace or delete it",
+        )
 
 
 def _named(kind: str, spec: dict[str, Any], source_name: str) -> dict[str, Any]:
@@ -222,6 +231,7 @@ class ToolSync:
         """
         principal.require(Scope.WRITE, "syncing tools")
         source = self.source_row(principal, key)
+        _require_owner(principal, source)
         kind, spec = replacement or (source.kind, dict(source.spec or {}))
         factory = self._importers.get(kind)
         if factory is None:
@@ -257,12 +267,6 @@ class ToolSync:
                 errors.append(f"{source.name}: tool {manifest.tool_key} listed twice; the first kept")
                 continue
             manifests[manifest.tool_key] = manifest
-        status = "active" if approve or not self._lib.settings.tools_quarantine_imports else "quarantined"
-        placement = Placement(
-            source.visibility if source.visibility != "organization" else None,
-            tuple(source.allowed_teams or ()),
-        )
-        changes: dict[str, list[str]] = {"added": [], "changed": [], "removed": [], "unchanged": []}
         with self._lib.sessions() as session:
             hashes = {
                 row.tool_key: row.content_hash
@@ -270,6 +274,20 @@ class ToolSync:
                     select(ToolRow.tool_key, ToolRow.content_hash).where(ToolRow.source_id == source.id)
                 )
             }
+        if not manifests and hashes:
+            # Nothing valid listed while tools are stored: a broken server, not a decision to remove
+            # them all (delete the source for that).
+            message = f"tool source {source.name}: listed no valid tools; the {len(hashes)} stored are kept"
+            self._note(source.id, error="; ".join([message, *errors[:4]]), changes=None)
+            raise InvalidInputError(
+                message, hint="; ".join(errors[:3]) or "check the server, then sync again"
+            )
+        status = "active" if approve or not self._lib.settings.tools_quarantine_imports else "quarantined"
+        placement = Placement(
+            source.visibility if source.visibility != "organization" else None,
+            tuple(source.allowed_teams or ()),
+        )
+        changes: dict[str, list[str]] = {"added": [], "changed": [], "removed": [], "unchanged": []}
         # Embedded before the write transaction (the embedding cache is written on its own).
         changed = [key for key, manifest in manifests.items() if hashes.get(key) != manifest_hash(manifest)]
         ready = self._registry.prepare_many([manifests[key] for key in changed])
@@ -283,10 +301,28 @@ class ToolSync:
                 row.tool_key: row
                 for row in session.scalars(select(ToolRow).where(ToolRow.source_id == source.id))
             }
+            # A toolId held by a tool registered by hand or by another source stays that tool's.
+            taken = set(
+                session.scalars(
+                    select(ToolRow.tool_key).where(
+                        ToolRow.organization_id == principal.organization_id,
+                        ToolRow.tool_key.in_(list(manifests)),
+                        or_(ToolRow.source_id.is_(None), ToolRow.source_id != source.id),
+                    )
+                )
+            )
             for tool_key, manifest in manifests.items():
                 existing = stored.get(tool_key)
                 if existing is not None and existing.content_hash == manifest_hash(manifest):
                     changes["unchanged"].append(tool_key)
+                    continue
+                if tool_key in taken:
+                    errors.append(
+                        f"{source.name}: tool {tool_key} is already registered apart from this source"
+                    )
+                    continue
+                if tool_key not in prepared:  # it changed again while this sync ran
+                    errors.append(f"{source.name}: tool {tool_key} changed during the sync; sync again")
                     continue
                 _, change = self._registry.save_tool(
                     principal,
@@ -295,7 +331,7 @@ class ToolSync:
                     status=status,
                     source_id=source.id,
                     session=session,
-                    prepared=prepared.get(tool_key),
+                    prepared=prepared[tool_key],
                 )
                 changes["added" if change == "created" else "changed"].append(tool_key)
             for tool_key, row in stored.items():
@@ -324,6 +360,7 @@ class ToolSync:
         """Delete a source and every tool imported from it."""
         principal.require(Scope.WRITE, "deleting tool sources")
         source = self.source_row(principal, key)
+        _require_owner(principal, source)
         with writing(self._lib.sessions, self._changed) as session:
             rows = session.scalars(select(ToolRow).where(ToolRow.source_id == source.id)).all()
             for row in rows:

@@ -162,7 +162,11 @@ class NovelVerbCorrector:
                 {
                     "description": binding.goal,
                     "executor_type": "tool_call",
-                    "payload": {"tool": binding.tool, "arguments": {}, "request": binding.goal},
+                    "payload": {
+                        "tool": binding.tool,
+                        "arguments": self._arguments_for(binding.tool, payload.get("inputs")),
+                        "request": binding.goal,
+                    },
                     "rationale": (
                         f"part of {resolution.verb}: {binding.goal!r} (confidence {binding.confidence:.2f})"
                     ),
@@ -187,6 +191,13 @@ class NovelVerbCorrector:
             f"and answer with its toolId (closest now: {closest}).",
             resolution.rationale,
         )
+
+    def _arguments_for(self, tool: str, inputs: Any) -> dict[str, Any]:
+        """The verb's inputs a part's tool declares (each part takes what its schema names)."""
+        if not isinstance(inputs, dict):
+            return {}
+        properties = (self._library.discovery.tool(tool).get("inputSchema") or {}).get("properties") or {}
+        return {name: value for name, value in inputs.items() if name in properties}
 
     def _bind_to_answer(
         self, key: str, payload: dict[str, Any], verb: str, answer: str

@@ -22,6 +22,7 @@ from typing import Any
 
 from librarian.config import Settings
 from librarian.discovery.calling import CallResult, ToolCallError
+from librarian.errors import InvalidInputError
 from librarian.runtime.isolation import NamespaceSandbox
 from librarian.runtime.sandbox import EnvironmentManager, ProcessOutcome, SandboxLimits
 
@@ -59,7 +60,10 @@ def call_cli_command(binding: Mapping[str, Any], arguments: dict[str, Any], sett
     if outcome.exit_code != 0:
         how = f"was killed by {outcome.signal_name}" if outcome.signal_name else f"exited {outcome.exit_code}"
         tail = outcome.stderr.strip()[-STDERR_TAIL_CHARS:]
-        raise ToolCallError(f"{shown} {how}" + (f": {tail}" if tail else ""))
+        # An exit status usually refuses the arguments; a signal means the command itself broke.
+        raise ToolCallError(
+            f"{shown} {how}" + (f": {tail}" if tail else ""), tool_fault=bool(outcome.signal_name)
+        )
     return CallResult(
         content={"exit_code": outcome.exit_code, "stdout": outcome.stdout, "stderr": outcome.stderr},
         text=outcome.stdout,
@@ -74,8 +78,13 @@ def command_argv(binding: Mapping[str, Any], arguments: Mapping[str, Any]) -> li
         ...              {"--quiet": True, "-b": "main", "args": ["repo"]})
         ['git', 'init', '--quiet', '-b', 'main', 'repo']
 
+    Options reach the command only by their documented names: a value or an ``args`` item that
+    starts with ``-`` is refused, since the command would read it as an option the tool never
+    declared (``git clone --upload-pack=...`` runs a program).
+
     Raises:
         ToolCallError: the binding has no command, or an argument the command does not document.
+        InvalidInputError: an option's value or an ``args`` item that looks like an option.
     """
     words = binding.get("argv")
     if not isinstance(words, list) or not words or not all(isinstance(word, str) for word in words):
@@ -92,11 +101,24 @@ def command_argv(binding: Mapping[str, Any], arguments: Mapping[str, Any]) -> li
             argv.append(name)
         else:
             text = value if isinstance(value, str) else str(value)
+            _not_an_option(f"argument {name}", text)
             argv += [f"{name}={text}"] if name.startswith("--") else [name, text]
     args = arguments.get("args") or []
     if not isinstance(args, list):
         raise ToolCallError(f"{' '.join(words)}: 'args' must be a list of strings")
-    return argv + [item if isinstance(item, str) else str(item) for item in args]
+    items = [item if isinstance(item, str) else str(item) for item in args]
+    for position, item in enumerate(items):
+        _not_an_option(f"args[{position}]", item)
+    return argv + items
+
+
+def _not_an_option(where: str, text: str) -> None:
+    if text.startswith("-"):
+        raise InvalidInputError(
+            f"{where}: {text[:80]!r} starts with '-': only the options the command documents are passed, "
+            "each by its own name",
+            hint='give options as arguments named after them (e.g. {"--quiet": true})',
+        )
 
 
 def run_sandboxed(

@@ -51,7 +51,9 @@ def call_openapi_operation(
             excerpt = str(output.get("body") or "")[:MAX_EXCERPT_CHARS]
             raise ToolCallError(
                 f"{operation} answered HTTP {status} {output.get('reason') or ''}".rstrip()
-                + (f": {excerpt}" if excerpt else "")
+                + (f": {excerpt}" if excerpt else ""),
+                # A 4xx refuses the request; only a 5xx (or no answer) says the API is unwell.
+                tool_fault=status >= 500,
             )
         feedback = result.feedback
         raise ToolCallError(

@@ -119,6 +119,10 @@ def call_python_function(
             f"{name}: the Python process {how} without an answer" + (f": {tail}" if tail else "")
         )
     if answer.get("ok") is not True:
-        raise ToolCallError(f"{name} raised {answer.get('type', 'an error')}: {answer.get('message', '')}")
+        raise ToolCallError(
+            f"{name} raised {answer.get('type', 'an error')}: {answer.get('message', '')}",
+            # The function ran and refused these arguments: not a sign the tool is broken.
+            tool_fault=False,
+        )
     result = answer.get("result")
     return CallResult(content=result, text=result if isinstance(result, str) else json.dumps(result))
