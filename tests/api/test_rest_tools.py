@@ -4,6 +4,7 @@ user of one of two organisations that never see each other's tools."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -94,15 +95,16 @@ def api(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder)
 
 
 def register_approved(api: Api, user: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Register a tool as ``user`` and have an administrator approve it: a Python tool runs code on
-    the server, so a non-administrator's starts quarantined."""
+    """Register a tool as ``user`` and have the server's operator approve it: a Python tool runs code
+    on the server, so it starts quarantined and no token (not even an administrator's) lifts that."""
     created = api.post(user, "/tools", manifest)
     assert created.status_code == 201, created.text
     assert created.json()["status"] == "quarantined"
-    approved = api.post("root", f"/tools/{manifest['toolId']}/approve")
-    assert approved.status_code == 200, approved.text
-    view: dict[str, Any] = {**approved.json(), "change": created.json()["change"]}
-    return view
+    refused = api.post("root", f"/tools/{manifest['toolId']}/approve")
+    assert refused.status_code == 403 and "operator" in refused.json()["message"]
+    operator = dataclasses.replace(api.principal("root"), is_operator=True)
+    approved = api.lib.discovery.set_status(manifest["toolId"], "active", principal=operator)
+    return {**approved, "change": created.json()["change"]}
 
 
 @pytest.fixture(scope="module")
@@ -197,8 +199,10 @@ def test_an_invalid_manifest_is_a_422_naming_every_field(api: Api) -> None:
 def test_a_quarantined_tool_leaves_search_and_refuses_calls_until_an_administrator_approves(
     api: Api,
 ) -> None:
-    manifest = {**SHORTEN, "toolId": "quarantine:shorten", "name": "squeeze_words"}
-    assert api.post("alice", "/tools", manifest).status_code == 201
+    # A network tool (an API operation): an administrator's review is what lets it out.
+    binding = {"base_url": "https://api.example.org", "method": "POST", "path": "/shorten"}
+    manifest = {**SHORTEN, "toolId": "quarantine:shorten", "name": "squeeze_words", "type": "openapi"}
+    assert api.post("alice", "/tools", {**manifest, "binding": binding}).status_code == 201
     api.lib.discovery.set_status("quarantine:shorten", "quarantined", principal=api.principal("root"))
     query = "squeeze words of a text to a width"
 
@@ -330,9 +334,11 @@ def test_a_python_tool_is_called_and_its_use_recorded(api: Api) -> None:
 def test_a_source_is_imported_quarantined_synced_and_removed(api: Api) -> None:
     source = {"kind": "python", "name": "textwrap", "spec": {"module": "textwrap"}}
 
-    # Importing a module runs its code in the server: administrators only.
+    # Importing a module runs its code in the server: its operator only, never over a token.
     not_admin = api.post("alice", "/tool-sources", source)
-    imported = api.post("root", "/tool-sources", source)
+    not_operator = api.post("root", "/tool-sources", source)
+    operator = dataclasses.replace(api.principal("root"), is_operator=True)
+    report = api.lib.discovery.import_source("python", "textwrap", {"module": "textwrap"}, principal=operator)
     listed = api.get("alice", "/tool-sources")
     hidden = api.search("alice", "indent every line of a text")
     synced = api.post("root", "/tool-sources/textwrap/sync")
@@ -344,13 +350,12 @@ def test_a_source_is_imported_quarantined_synced_and_removed(api: Api) -> None:
         "root", "/tool-sources", {"kind": "openapi", "name": "f", "spec": {"location": "/etc/hosts"}}
     )
 
-    assert not_admin.status_code == 403
-    assert imported.status_code == 201, imported.text
-    report = imported.json()
+    assert not_admin.status_code == 403 and not_operator.status_code == 403
+    assert "operator" in not_operator.json()["message"]
     assert report["status"] == "quarantined" and "textwrap.indent" in report["added"]
     assert [row["name"] for row in listed.json()["sources"]] == ["textwrap"]
     assert not any(tool.startswith("textwrap.") for tool in hidden)
-    assert synced.json()["added"] == [] and "textwrap.indent" in synced.json()["unchanged"]
+    assert synced.status_code == 403  # a sync imports the module again
     assert unknown.status_code == 404 and bad_kind.status_code == 422
     assert removed.json()["removed_tools"] == len(report["added"])
     assert other.json() == {"sources": []}

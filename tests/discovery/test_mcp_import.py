@@ -407,12 +407,16 @@ def test_a_bad_spec_is_refused_by_field(lib: Librarian, spec: dict[str, Any], me
     assert tool_ids(lib) == set()
 
 
-def test_only_an_administrator_imports_a_command(lib: Librarian) -> None:
-    writer = dataclasses.replace(lib.default_principal, scopes=frozenset({Scope.READ, Scope.WRITE}))
-    with pytest.raises(
-        ForbiddenError, match="runs a program on the server, which only an administrator may do"
-    ):
-        lib.discovery.import_source("mcp", "time", {"command": TIME}, principal=writer)
+def test_only_the_servers_operator_imports_a_command(lib: Librarian) -> None:
+    writer = dataclasses.replace(
+        lib.default_principal, scopes=frozenset({Scope.READ, Scope.WRITE}), is_operator=False
+    )
+    admin = dataclasses.replace(lib.default_principal, is_operator=False)
+    for who in (writer, admin):  # an organisation's administrator does not get the server's rights
+        with pytest.raises(
+            ForbiddenError, match="runs a program on the server, which only the server's operator"
+        ):
+            lib.discovery.import_source("mcp", "time", {"command": TIME}, principal=who)
     assert tool_ids(lib) == set()
 
 

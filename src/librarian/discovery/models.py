@@ -105,6 +105,9 @@ class ToolRow(Base):
     search_hash: Mapped[str] = mapped_column(String(64))
     # active | quarantined (imported, awaiting review) | inactive (deactivated by hand)
     status: Mapped[str] = mapped_column(String(16), default="active")
+    # For a tool that runs a program on the server: the SHA-256 of the type and binding its
+    # operator approved. Only that binding may be (re)activated by anyone else.
+    approved_hash: Mapped[str | None] = mapped_column(String(64))
     # healthy | failing (recent failures) | open (the circuit breaker took it out of use)
     health: Mapped[str] = mapped_column(String(16), default="healthy")
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)

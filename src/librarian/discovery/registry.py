@@ -58,12 +58,24 @@ def ownership(principal: Principal, placement: Placement) -> dict[str, Any]:
     }
 
 
-def runs_on_host(manifest: ToolManifest) -> bool:
+def runs_on_host(tool_type: str, binding: dict[str, Any]) -> bool:
     """Whether calling the tool runs a program on this machine (an MCP server started by command, a
     Python function, a CLI command), rather than reaching a network service."""
-    if manifest.tool_type in ("python", "cli"):
+    if tool_type in ("python", "cli"):
         return True
-    return manifest.tool_type == "mcp" and "command" in manifest.binding
+    return tool_type == "mcp" and "command" in binding
+
+
+def binding_hash(tool_type: str, binding: dict[str, Any]) -> str:
+    """SHA-256 of what a tool runs: its type and binding (what an operator's approval covers)."""
+    return content_hash(json.dumps([tool_type, binding], sort_keys=True, default=str))
+
+
+def may_run_programs(principal: Principal) -> bool:
+    """Whether ``principal`` may make a tool that runs a program on this machine live: the machine's
+    operator (the CLI on its data directory), never a token, since an organisation's administrator
+    on a shared server must not gain the server's own rights."""
+    return principal.is_operator
 
 
 def manifest_hash(manifest: ToolManifest) -> str:
@@ -230,13 +242,11 @@ class ToolRegistry:
         if row is not None and not can_change(principal, row.organization_id, row.created_by):
             raise ForbiddenError(f"tool {manifest.tool_key!r} belongs to someone else in the organisation")
         enrichment, text = prepared
-        # A tool whose calls run a program here is a way to run code on the server: only an
-        # administrator's goes live without review, whether it is new or its binding changed.
-        if (
-            runs_on_host(manifest)
-            and not principal.is_admin
-            and (row is None or row.binding != manifest.binding or row.tool_type != manifest.tool_type)
-        ):
+        # A tool whose calls run a program here is a way to run code on the server: only what the
+        # operator approved goes live, whether the tool is new or its binding changed.
+        host = runs_on_host(manifest.tool_type, manifest.binding)
+        approved = binding_hash(manifest.tool_type, manifest.binding)
+        if host and not may_run_programs(principal) and (row is None or row.approved_hash != approved):
             status = "quarantined"
             if row is not None:
                 row.status = status
@@ -274,6 +284,8 @@ class ToolRegistry:
         row.version = manifest.version
         row.source_id = source_id if source_id is not None else row.source_id
         row.content_hash = digest
+        if host and may_run_programs(principal) and row.status == "active":
+            row.approved_hash = approved
         row.enrichment = enrichment
         row.search_hash = content_hash(text)
         row.updated_at = now
@@ -337,6 +349,8 @@ class ToolRegistry:
         """Approve (``active``), quarantine or deactivate (``inactive``) a tool.
 
         Approving a quarantined tool needs the ``admin`` scope: review is the point of quarantine.
+        Activating a tool that runs a program on this machine needs its operator, unless the
+        operator approved that very binding before.
 
         Raises:
             InvalidInputError: an unknown status.
@@ -356,6 +370,15 @@ class ToolRegistry:
                     f"approving the quarantined tool {row.tool_key!r} needs the 'admin' scope",
                     hint="ask an administrator to review it",
                 )
+            host = runs_on_host(row.tool_type, row.binding or {})
+            approved = binding_hash(row.tool_type, row.binding or {})
+            if status == "active" and host and row.approved_hash != approved:
+                if not may_run_programs(principal):
+                    raise ForbiddenError(
+                        f"tool {row.tool_key!r} runs a program on the server: only its operator approves it",
+                        hint=f"run `librarian tools approve {row.tool_key}` on the server's data directory",
+                    )
+                row.approved_hash = approved
             row.status = status
             row.updated_at = utcnow()
             session.flush()

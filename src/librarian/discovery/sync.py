@@ -21,7 +21,14 @@ from sqlalchemy import delete, or_, select
 from librarian.discovery.index import writing
 from librarian.discovery.manifest import ManifestInvalidError, ToolManifest, parse_tool
 from librarian.discovery.models import ToolRow, ToolSourceRow, ToolUse
-from librarian.discovery.registry import KEEP, Placement, ToolRegistry, manifest_hash, public_binding
+from librarian.discovery.registry import (
+    KEEP,
+    Placement,
+    ToolRegistry,
+    manifest_hash,
+    may_run_programs,
+    public_binding,
+)
 from librarian.errors import ForbiddenError, InvalidInputError, LibrarianError, NotFoundError
 from librarian.knowledge.access import Principal, Scope, can_change
 from librarian.storage.models import as_utc, utcnow
@@ -158,10 +165,10 @@ class ToolSync:
         if approve and not principal.is_admin:
             raise InvalidInputError("approve: only an administrator can import tools already approved")
         reason = runs_on_server(kind, spec)
-        if reason and not principal.is_admin:
+        if reason and not may_run_programs(principal):
             raise ForbiddenError(
-                f"importing tool source {name}: {reason}, which only an administrator may do",
-                hint="ask an administrator, or import from an http(s) URL",
+                f"importing tool source {name}: {reason}, which only the server's operator may do",
+                hint="import it with `librarian tools import` on the server's data directory",
             )
         with writing(self._lib.sessions, self._changed) as session:
             row = session.scalar(

@@ -28,6 +28,7 @@ from librarian.discovery.mcp_client import (
     server_name,
     with_session,
 )
+from librarian.discovery.registry import may_run_programs
 from librarian.discovery.sync import Listing
 from librarian.errors import ForbiddenError, InvalidInputError
 from librarian.knowledge.access import Principal
@@ -52,20 +53,20 @@ def list_mcp_tools(spec: Mapping[str, Any], lib: Librarian, principal: Principal
             for a server started over stdio, or ``{"url": "https://host/mcp", "headers": {...}}`` for
             streamable HTTP; ``name`` (optional) is the first part of each ``toolId``.
         lib: the facade (its settings: the time limit and ``allowed_private_hosts``).
-        principal: who imports; a command runs on this host, so only an administrator may give one.
+        principal: who imports; a command runs on this host, so only the server's operator may give one.
 
     Raises:
         InvalidInputError: a field of ``spec`` at fault, a command that does not exist, a URL on a
             non-public address that is not allowed.
-        ForbiddenError: a command given by someone who is not an administrator.
+        ForbiddenError: a command given by someone who is not the server's operator.
         McpServerError: the server exited, hung or answered nonsense (named, with the step).
     """
     server = parse_server(spec, lib.settings, origin="MCP source")
-    if server.command and not principal.is_admin:
+    if server.command and not may_run_programs(principal):
         raise ForbiddenError(
-            "command: only an administrator can import an MCP server started as a command "
+            "command: only the server's operator can import an MCP server started as a command "
             "(it runs on the Librarian host)",
-            hint="ask an administrator, or import a server reachable by 'url'",
+            hint="run the import on the server's data directory, or import a server reachable by 'url'",
         )
     given_name = spec.get("name")
     if given_name is not None and (not isinstance(given_name, str) or not server_name(given_name).strip()):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic import TypeAdapter
 from pydantic.errors import PydanticUndefinedAnnotation, PydanticUserError
 
+from librarian.discovery.registry import may_run_programs
 from librarian.discovery.sync import Listing
 from librarian.errors import ForbiddenError, InvalidInputError
 from librarian.knowledge.access import Principal
@@ -51,14 +52,14 @@ def list_python_functions(spec: Mapping[str, Any], lib: Librarian, principal: Pr
     """The tools of a Python module (``spec["module"]``) or entry-point group (``spec["entry_point_group"]``).
 
     Raises:
-        ForbiddenError: the caller is not an administrator (importing a module runs its code here).
+        ForbiddenError: the caller is not the server's operator (importing a module runs its code here).
         InvalidInputError: neither or both keys, a module that cannot be imported (naming it and
             why), or a named function the module lacks.
     """
-    if not principal.is_admin:
+    if not may_run_programs(principal):
         raise ForbiddenError(
-            "importing Python tools needs the 'admin' scope: importing a module runs its code in the server",
-            hint="ask an administrator to import the module",
+            "importing Python tools is for the server's operator: importing a module runs its code here",
+            hint="run `librarian tools import python ...` on the server's data directory",
         )
     module_name, group = spec.get("module"), spec.get("entry_point_group")
     if (module_name is None) == (group is None):

@@ -87,6 +87,7 @@ def upgrade() -> None:
         sa.Column("enrichment", JSON_TYPE, nullable=False),
         sa.Column("search_hash", sa.String(64), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("approved_hash", sa.String(64), nullable=True),
         sa.Column("health", sa.String(16), nullable=False),
         sa.Column("consecutive_failures", sa.Integer, nullable=False),
         sa.Column("success_count", sa.Integer, nullable=False),
