@@ -281,3 +281,20 @@ def test_compound_descriptions_split_into_goals() -> None:
         "send it to Bob",
     ]
     assert split_goals("search flights to Rome") == ["search flights to Rome"]
+
+
+def test_how_a_tool_is_called_is_shown_only_to_who_may_change_it(lib: Librarian) -> None:
+    operator = lib.default_principal
+    for name in ("dev", "ops"):
+        lib.identity.create_user(operator, 1, name)
+    dev, ops = lib.identity.principal_of(1, "dev"), lib.identity.principal_of(1, "ops")
+    binding = {"url": "https://mcp.example.org/mcp?key=s3cret", "headers": {"Authorization": "Bearer x"}}
+    lib.discovery.register_tool(
+        {"name": "remote", "type": "mcp", "binding": {**binding, "tool": "r"}}, principal=dev
+    )
+
+    own = lib.discovery.tool("remote", principal=dev)
+    other = lib.discovery.tool("remote", principal=ops)
+
+    assert own["binding"]["headers"] == {"Authorization": "***"} and "s3cret" in own["binding"]["url"]
+    assert other["binding"] is None and other["name"] == "remote"

@@ -36,8 +36,9 @@ from librarian.cli.knowledge import knowledge_app
 from librarian.cli.refresh import refresh, refresh_interval, schedule
 from librarian.cli.research import feedback, research, sdks
 from librarian.cli.runbooks import runbook_app
-from librarian.cli.tools import tools_app, verbs_app
+from librarian.cli.tools import tools_app
 from librarian.cli.tour import tour
+from librarian.cli.verbs import verbs_app
 from librarian.cli.workflow import worker, workflow_app
 from librarian.errors import InvalidInputError
 from librarian.evaluation.retrieval import evaluate_retrieval

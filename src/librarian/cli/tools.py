@@ -1,5 +1,5 @@
-"""``librarian tools`` and ``librarian verbs``: register, import, review, search and call tools, and
-register and discover verbs (``lib.discovery``).
+"""``librarian tools``: register, import, review, search and call tools (``lib.discovery``); the
+verbs are in :mod:`librarian.cli.verbs`.
 
 Exit codes: 0 success, 1 failure (the message on stderr; a tool call that failed too), 3 some
 inputs were refused while others went through (manifests of a file, tools of an imported source).
@@ -26,16 +26,13 @@ from librarian.cli.common import (
 )
 from librarian.cli.tool_output import (
     print_call,
-    print_discovery,
     print_registered,
     print_search,
     print_stats,
     print_sync,
     print_tool,
-    print_verb,
     sources_table,
     tools_table,
-    verbs_table,
 )
 from librarian.discovery.manifest import ManifestInvalidError
 from librarian.discovery.ranking import ToolFilters
@@ -46,13 +43,8 @@ tools_app = typer.Typer(
     help="Tools: register and import them, review imports, search them by what they do and call them.",
     no_args_is_help=True,
 )
-verbs_app = typer.Typer(
-    help="Verbs: the named capabilities plans use; register them and discover the ones that exist.",
-    no_args_is_help=True,
-)
 
 ToolKey = Annotated[str, typer.Argument(help="The tool's toolId or numeric id (see `librarian tools list`).")]
-VerbName = Annotated[str, typer.Argument(help="The verb, e.g. GET_WEATHER (`get weather` works too).")]
 ManifestFile = Annotated[
     Path, typer.Argument(help="A JSON or YAML file holding one manifest or a list of them.")
 ]
@@ -531,82 +523,3 @@ def use(
     stdout.print(
         f"recorded: {escape(result['tool'])} {outcome} {escape(result['request'])!r}", highlight=False
     )
-
-
-# -- verbs ------------------------------------------------------------------------------------------
-
-
-@verbs_app.command("register")
-def register_verbs(
-    file: ManifestFile, visibility: Visibility = None, team: Teams = None, as_json: JsonOption = False
-) -> None:
-    """Register verbs from their manifests, in file order (exit 3 when some are refused, 1 when all are)."""
-    with librarian() as lib:
-        manifests = read_manifests(file)
-        teams = teams_of(lib, team)
-        report, code = register_all(
-            manifests,
-            lambda manifest: lib.discovery.register_verb(
-                manifest, principal=lib.default_principal, visibility=visibility, allowed_teams=teams
-            ),
-            file,
-            "verb",
-        )
-    print_json(report) if as_json else print_registered("verb", report)
-    if code is not None:
-        raise typer.Exit(code)
-
-
-@verbs_app.command("list")
-def list_verbs(
-    status: Annotated[str | None, typer.Option("--status", help="Only verbs in this status.")] = None,
-    limit: Limit = 100,
-    after: After = 0,
-    as_json: JsonOption = False,
-) -> None:
-    """Verbs you may read, by id, a page at a time (the next page's cursor is printed)."""
-    with librarian() as lib:
-        rows = lib.discovery.verbs(
-            principal=lib.default_principal, status=status, limit=limit, after_id=after
-        )
-    cursor = rows[-1]["id"] if len(rows) == limit else None
-    if as_json:
-        print_json({"verbs": rows, "next": cursor})
-        return
-    if not rows:
-        stdout.print("no verbs: register one with `librarian verbs register FILE`", style="yellow")
-        return
-    stdout.print(verbs_table(rows))
-    if cursor is not None:
-        stdout.print(f"[dim]next page: librarian verbs list --after {cursor}[/]", highlight=False)
-
-
-@verbs_app.command("show")
-def show_verb(verb: VerbName, as_json: JsonOption = False) -> None:
-    """One verb: description, capabilities, examples, inputs, outputs and decomposition."""
-    with librarian() as lib:
-        view = lib.discovery.verb(verb, principal=lib.default_principal)
-    print_json(view) if as_json else print_verb(view)
-
-
-@verbs_app.command("discover")
-def discover(
-    description: Annotated[str, typer.Argument(help="The capability you need, in plain words.")],
-    top_k: TopK = 5,
-    as_json: JsonOption = False,
-) -> None:
-    """The verbs and tools for a capability, each with score, confidence and why, and the best one."""
-    with librarian() as lib:
-        found = lib.discovery.discover_verbs(description, principal=lib.default_principal, top_k=top_k)
-    print_json(found) if as_json else print_discovery(found)
-
-
-@verbs_app.command("delete")
-def delete_verb(verb: VerbName, as_json: JsonOption = False) -> None:
-    """Delete a verb that no other verb decomposes into."""
-    with librarian() as lib:
-        view = lib.discovery.delete_verb(verb, principal=lib.default_principal)
-    if as_json:
-        print_json(view)
-        return
-    stdout.print(f"verb {escape(view['verb'])} deleted", highlight=False)

@@ -316,9 +316,15 @@ class ToolRegistry:
         return rows[0]
 
     def get_tool(self, principal: Principal, key: str | int) -> dict[str, Any]:
-        """One tool's full view."""
+        """One tool's full view. How it is called (its binding: commands, URLs, arguments that may
+        carry keys) and its last error (a server's stderr) are shown only to who may change it."""
         with self._lib.sessions() as session:
-            return tool_view(self.tool_row(session, principal, key))
+            row = self.tool_row(session, principal, key)
+            view = tool_view(row)
+            if not can_change(principal, row.organization_id, row.created_by):
+                view["binding"] = None
+                view["calls"]["last_error"] = None
+            return view
 
     def list_tools(
         self,

@@ -214,14 +214,22 @@ class ToolSync:
             return row
 
     def sources(self, principal: Principal) -> list[dict[str, Any]]:
-        """The caller's organisation's tool sources."""
+        """The caller's organisation's tool sources (their spec and last error only to who may
+        change them: commands and URLs may carry keys, errors a server's output)."""
         with self._lib.sessions() as session:
             rows = session.scalars(
                 select(ToolSourceRow)
                 .where(ToolSourceRow.organization_id == principal.organization_id)
                 .order_by(ToolSourceRow.id)
             ).all()
-            return [source_view(row) for row in rows]
+            views = []
+            for row in rows:
+                view = source_view(row)
+                if not can_change(principal, row.organization_id, row.created_by):
+                    view["spec"] = None
+                    view["last_error"] = None
+                views.append(view)
+            return views
 
     def sync(
         self,
