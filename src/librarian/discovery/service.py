@@ -77,8 +77,10 @@ class DiscoveryService:
     ) -> dict[str, Any]:
         """Register or update a tool from its manifest (the design's fields); returns it with ``change``.
 
-        A tool registered by hand is active at once: its author reviewed it. Imported tools go
-        through :meth:`import_source` and start quarantined.
+        A tool that reaches a network service, registered by hand, is active at once: its author
+        reviewed it. One that runs a program on the server (Python, CLI, an MCP server started by
+        command) waits quarantined for the server's operator unless the operator registers it.
+        Imported tools go through :meth:`import_source` and start quarantined.
 
         Raises:
             ManifestInvalidError: every field at fault, by name.
