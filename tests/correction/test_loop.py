@@ -434,7 +434,7 @@ def test_loop_correctors_wire_the_loop_into_a_runtime(tmp_path: Path) -> None:
     help itself (in the task's environment) before it researches."""
     settings = Settings(home=tmp_path / "fresh", runtime_workers=2, runtime_task_timeout_seconds=120.0)
     correctors = loop_correctors(settings)
-    assert [c.name for c in correctors] == ["self_correcting", "create_missing_path"]
+    assert [c.name for c in correctors] == ["self_correcting", "create_missing_path", "novel_verb"]
     loop = correctors[0]
     assert isinstance(loop, SelfCorrectingCorrector)
     try:
