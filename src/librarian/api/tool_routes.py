@@ -311,8 +311,9 @@ def tool_router(lib: Librarian) -> APIRouter:
     def register_tool(body: ToolManifestBody, request: Request) -> dict[str, Any]:
         """Register or update a tool from its manifest, with ``change``: created, updated or unchanged.
 
-        A tool registered by hand is active at once. A manifest that breaks the format is a 422
-        whose ``problems`` name every field at fault.
+        A tool that reaches a network service is active at once; one that runs a program on the
+        server waits quarantined for the server's operator. A manifest that breaks the format is a
+        422 whose ``problems`` name every field at fault.
         """
         principal = caller(request)
         return discovery.register_tool(

@@ -7,12 +7,13 @@ the ``--json`` output of the commands does not go through here.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
-from librarian.cli.common import stderr, stdout
+from librarian.cli.common import print_json, stderr, stdout
 
 STATUS_STYLE = {"active": "green", "quarantined": "yellow", "inactive": "dim"}
 HEALTH_STYLE = {"healthy": "green", "failing": "yellow", "open": "red"}
@@ -227,3 +228,24 @@ def print_discovery(found: dict[str, Any]) -> None:
         f"best: {best['kind']} [bold]{escape(label)}[/] (confidence {best['confidence']:.2f})",
         highlight=False,
     )
+
+
+def print_page(
+    kind: str,
+    rows: list[dict[str, Any]],
+    limit: int,
+    table: Callable[[list[dict[str, Any]]], Table],
+    as_json: bool,
+) -> None:
+    """One page of ``librarian tools list`` or ``librarian verbs list`` (``kind``: tools or verbs),
+    with the cursor of the next page when this one is full."""
+    cursor = rows[-1]["id"] if len(rows) == limit else None
+    if as_json:
+        print_json({kind: rows, "next": cursor})
+        return
+    if not rows:
+        stdout.print(f"no {kind}: register one with `librarian {kind} register FILE`", style="yellow")
+        return
+    stdout.print(table(rows))
+    if cursor is not None:
+        stdout.print(f"[dim]next page: librarian {kind} list --after {cursor}[/]", highlight=False)

@@ -26,6 +26,7 @@ from librarian.cli.common import (
 )
 from librarian.cli.tool_output import (
     print_call,
+    print_page,
     print_registered,
     print_search,
     print_stats,
@@ -385,16 +386,7 @@ def list_tools(
         rows = lib.discovery.tools(
             principal=lib.default_principal, status=status, tool_type=tool_type, limit=limit, after_id=after
         )
-    cursor = rows[-1]["id"] if len(rows) == limit else None
-    if as_json:
-        print_json({"tools": rows, "next": cursor})
-        return
-    if not rows:
-        stdout.print("no tools: register one with `librarian tools register FILE`", style="yellow")
-        return
-    stdout.print(tools_table(rows))
-    if cursor is not None:
-        stdout.print(f"[dim]next page: librarian tools list --after {cursor}[/]", highlight=False)
+    print_page("tools", rows, limit, tools_table, as_json)
 
 
 @tools_app.command("show")

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from librarian.cli.common import JsonOption, librarian, print_json, stdout
-from librarian.cli.tool_output import print_discovery, print_registered, print_verb, verbs_table
+from librarian.cli.tool_output import print_discovery, print_page, print_registered, print_verb, verbs_table
 from librarian.cli.tools import (
     After,
     Limit,
@@ -62,16 +62,7 @@ def list_verbs(
         rows = lib.discovery.verbs(
             principal=lib.default_principal, status=status, limit=limit, after_id=after
         )
-    cursor = rows[-1]["id"] if len(rows) == limit else None
-    if as_json:
-        print_json({"verbs": rows, "next": cursor})
-        return
-    if not rows:
-        stdout.print("no verbs: register one with `librarian verbs register FILE`", style="yellow")
-        return
-    stdout.print(verbs_table(rows))
-    if cursor is not None:
-        stdout.print(f"[dim]next page: librarian verbs list --after {cursor}[/]", highlight=False)
+    print_page("verbs", rows, limit, verbs_table, as_json)
 
 
 @verbs_app.command("show")

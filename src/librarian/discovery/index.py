@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.discovery.models import ToolRow, ToolUse, VerbRow
 from librarian.discovery.search_text import words_of
+from librarian.discovery.views import tool_summary
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.grant_masks import GrantMasks
 
@@ -257,23 +258,7 @@ class DiscoveryIndex:
             health=np.array([row.health for row in rows], dtype=str),
             names=dict(names),
             row_of={int(row.id): position for position, row in enumerate(rows)},
-            views=[
-                {
-                    "id": row.id,
-                    "toolId": row.tool_key,
-                    "name": row.name,
-                    "type": row.tool_type,
-                    "description": row.description,
-                    "actionVerbs": list(row.action_verbs or []),
-                    "capabilities": list(row.capabilities or []),
-                    "category": row.category,
-                    "version": row.version,
-                    "status": row.status,
-                    "health": row.health,
-                    "inputSchema": row.input_schema or {},
-                }
-                for row in rows
-            ],
+            views=[{**tool_summary(row), "inputSchema": row.input_schema or {}} for row in rows],
         )
         with self._lock:
             self._tools = built

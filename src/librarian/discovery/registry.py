@@ -19,6 +19,7 @@ from librarian.discovery.index import writing
 from librarian.discovery.manifest import ToolManifest, VerbManifest
 from librarian.discovery.models import ToolRow, ToolSourceRow, ToolUse, VerbRow
 from librarian.discovery.search_text import llm_questions, offline_questions, tool_search_text
+from librarian.discovery.views import tool_summary
 from librarian.embeddings.cache import content_hash
 from librarian.errors import ForbiddenError, InvalidInputError, NotFoundError
 from librarian.index.grants_sql import grants_condition
@@ -84,20 +85,8 @@ def manifest_hash(manifest: ToolManifest) -> str:
 
 
 def tool_view(row: ToolRow, *, full: bool = True) -> dict[str, Any]:
-    """A tool as the adapters show it (the design's names: ``toolId``, ``actionVerbs``...)."""
-    view: dict[str, Any] = {
-        "id": row.id,
-        "toolId": row.tool_key,
-        "name": row.name,
-        "type": row.tool_type,
-        "description": row.description,
-        "actionVerbs": list(row.action_verbs or []),
-        "capabilities": list(row.capabilities or []),
-        "category": row.category,
-        "version": row.version,
-        "status": row.status,
-        "health": row.health,
-    }
+    """A tool as the adapters show it: its summary, and with ``full`` everything else."""
+    view = tool_summary(row)
     if full:
         view.update(
             {
