@@ -257,3 +257,37 @@ def test_bad_signatures_name_the_field() -> None:
         ProblemSignature.from_mapping({"colour": "red"})
     with pytest.raises(InvalidInputError, match="severity"):
         IncidentDraft(title="t", severity="apocalyptic").check()
+
+
+def test_the_same_fix_saved_privately_and_shared_stays_two_audiences(library: Librarian) -> None:
+    """A private investigation's solution is never the shared one of the same fix, either way round."""
+    operator = library.default_principal
+    library.identity.create_organization(operator, "acme")
+    for name in ("alice", "bob", "carol"):
+        library.identity.create_user(operator, "acme", name)
+    alice, bob, carol = (library.identity.principal_of("acme", name) for name in ("alice", "bob", "carol"))
+
+    def save(author: object, visibility: str) -> int:
+        saved = library.learning.save(
+            author,  # type: ignore[arg-type]
+            Learning(
+                title="checkout OOM",
+                content="Checkout pods were OOMKilled.",
+                problem_signature=OOM.signature,
+                solution="Raise the memory limit to 2Gi",
+                worked=True,
+                visibility=visibility,
+            ),
+        )
+        return int(saved["solution"]["id"])
+
+    shared = save(alice, "organization")
+    private = save(bob, "private")
+    assert private != shared
+    private_first = save(bob, "private")
+    assert private_first == private  # the same author's same fix, same audience: one solution
+
+    seen_by_carol = {s["id"] for s in library.solutions.get_solution(carol, OOM.signature, limit=20)}
+    assert shared in seen_by_carol and private not in seen_by_carol
+    seen_by_bob = {s["id"] for s in library.solutions.get_solution(bob, OOM.signature, limit=20)}
+    assert {shared, private} <= seen_by_bob

@@ -70,15 +70,19 @@ class SolutionService:
         if not solution.strip():
             raise InvalidInputError("solution: describe what fixed the problem")
         key = signature.key()
-        existing = session.scalar(
+        # The same fix of the same problem is one solution only among rows of the same audience:
+        # reusing a row saved with other grants would publish a private solution, or hand the
+        # caller a row it may not read.
+        candidates = session.scalars(
             select(Solution).where(
                 Solution.organization_id == principal.organization_id,
                 Solution.signature_key == key,
                 Solution.solution == solution.strip(),
             )
         )
-        if existing is not None:
-            return existing
+        for existing in candidates:
+            if sorted(existing.access_grants or []) == sorted(grants):
+                return existing
         row = Solution(
             organization_id=principal.organization_id,
             created_by=principal.user_id,
