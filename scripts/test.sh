@@ -14,7 +14,9 @@ echo "== mypy" >&2
 .venv/bin/mypy
 echo "== pytest" >&2
 set +e
-.venv/bin/pytest "$@"
+# One worker per core, whole files per worker (module fixtures are built once); tests own their
+# databases, Chroma namespaces and RabbitMQ exchanges, so they run side by side.
+.venv/bin/pytest -n "${LIBRARIAN_TEST_WORKERS:-logical}" --dist loadfile --durations=25 "$@"
 status=$?
 set -e
 # pytest exits 5 when it collected no test: that is a broken suite, never a pass.
