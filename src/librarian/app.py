@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from librarian.catalog.service import CatalogService
 from librarian.config import Settings
 from librarian.discovery.service import DiscoveryService
 from librarian.embeddings.base import Embedder
@@ -45,6 +46,7 @@ from librarian.knowledge.identity import IdentityService
 from librarian.knowledge.service import KnowledgeService
 from librarian.llm import LLMClient, create_llm
 from librarian.research.error_evidence import AcceptorCache
+from librarian.research.sdks import canonical_sdk_name
 from librarian.runbooks.service import RunbookService
 from librarian.search_results import SearchResult, search_result
 from librarian.storage import repository
@@ -102,6 +104,7 @@ class Librarian:
         self.learning = LearningService(self)
         self.runbooks = RunbookService(self)
         self.discovery = DiscoveryService(self)
+        self.catalog = CatalogService(self)
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -526,6 +529,8 @@ class Librarian:
 
         Raises:
             InvalidInputError: an empty query or a ``top_k`` outside 1..1000.
+            NotFoundError: ``sdk_name`` names no SDK the caller may read (aliases such as ``aws``
+                for ``aws-cli`` resolve as research resolves them); the hint names the closest.
         """
         if not query.strip():
             raise InvalidInputError("the search query is empty")
@@ -533,6 +538,10 @@ class Librarian:
             raise InvalidInputError(f"top_k must be between 1 and 1000, got {top_k}")
         if sdk_version is not None and sdk_name is None:
             raise InvalidInputError("a version filter needs an SDK name: versions belong to an SDK")
+        caller = principal or self.default_principal
+        if sdk_name is not None:
+            with self.sessions() as session:
+                sdk_name = canonical_sdk_name(session, sdk_name, caller.grants)
         where = SearchFilter(
             sdk_name=sdk_name,
             sdk_version=sdk_version,
@@ -542,7 +551,7 @@ class Librarian:
             fetched_after=as_utc(fetched_after),
             fetched_before=as_utc(fetched_before),
             document_types=tuple(document_types),
-            access=(principal or self.default_principal).grants,
+            access=caller.grants,
         )
         hits = self.retriever.retrieve(self.vectors.active(), query, top_k, where)
         with self.sessions() as session:

@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from librarian.api import create_app
 from librarian.app import Librarian
+from librarian.catalog.pages import PageRequest
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import NotFoundError
@@ -119,6 +120,17 @@ def test_no_backend_returns_what_a_caller_may_not_see(library: Librarian, tmp_pa
                 assert not world.may_see(person, doc), f"{name} was refused document {document_id} it may see"
         with library.sessions() as session:
             ledger.sdks(name, [s.name for s in indexed_sdks(session, principal.grants)], "indexed_sdks")
+        for document_id in world.documents:
+            try:
+                page = library.catalog.read_page(principal, PageRequest(document_id=document_id))
+                ledger.documents(name, [page["document_id"]], "read_page")
+            except NotFoundError:
+                pass
+        for sdk in world.sdks:
+            resolved = library.catalog.resolve_library(principal, sdk)
+            ledger.sdks(name, [c["library_id"] for c in resolved], "resolve_library")
+        sources = library.catalog.list_sources(principal, limit=500)
+        ledger.sdks(name, [s["sdk_name"] for s in sources if s["sdk_name"]], "list_sources")
         for topic in TOPICS[:4]:
             signature = ProblemSignature(symptoms=(f"{topic} alert",), affected_services=(f"svc-{topic}",))
             similar = library.incidents.find_similar(

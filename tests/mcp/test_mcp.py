@@ -57,6 +57,10 @@ TOOLS = {
     "register_verb",
     "set_tool_status",
     "delete_tool",
+    "resolve_library",
+    "read_page",
+    "list_sources",
+    "delete_source",
 }
 
 

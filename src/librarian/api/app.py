@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from librarian.api.auth import install_authentication
+from librarian.api.catalog_routes import catalog_router
 from librarian.api.incident_routes import incident_router
 from librarian.api.jobs import Job, JobRegistry, JobStatus
 from librarian.api.knowledge_routes import caller, knowledge_router
@@ -447,6 +448,7 @@ def create_app(
     app.include_router(runbook_router(lib))
     app.include_router(tool_router(lib))
     app.include_router(_sdks_router(lib))
+    app.include_router(catalog_router(lib))
     app.include_router(_sources_router(lib, app.state.jobs, roots, allow_private, allow_ssh))
 
     @app.exception_handler(LibrarianError)

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from librarian.cli import common
 from librarian.cli.admin import admin_app
+from librarian.cli.catalog import delete_source, libraries, page
 from librarian.cli.common import (
     EXIT_PARTIAL,
     OPTIONS,
@@ -400,6 +401,9 @@ app.command("ingest-cli")(ingest_cli)
 app.command("ingest-package")(ingest_package)
 app.command("ingest-openapi")(ingest_openapi)
 app.command("crawl")(crawl)
+app.command("delete-source")(delete_source)
+app.command()(page)
+app.command()(libraries)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute
 from librarian.app import Librarian
 from librarian.knowledge.access import Scope
 from librarian.mcp.caller import tool_caller
+from librarian.mcp.catalog_tools import register_catalog_tools
 from librarian.mcp.errors import tool_errors
 from librarian.mcp.incident_tools import register_incident_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
@@ -186,6 +187,7 @@ def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
         return _tool_errors(listing)
 
     register_knowledge_tools(server, lib)
+    register_catalog_tools(server, lib)
     register_incident_tools(server, lib)
     register_runbook_tools(server, lib)
     register_tool_registry_tools(server, lib)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
+from librarian.errors import NotFoundError
+from librarian.index.grants_sql import grants_condition
 from librarian.research.versions import sort_versions
 from librarian.storage.models import Chunk
 
@@ -74,6 +76,31 @@ def resolve_sdk(requested: str, known: list[IndexedSdk]) -> IndexedSdk | None:
     wanted = normal_form(requested)
     matches = [sdk for sdk in known if normal_form(sdk.name) == wanted]
     return max(matches, key=lambda sdk: sdk.chunks) if matches else None
+
+
+def canonical_sdk_name(session: Session, requested: str, grants: tuple[str, ...] | None) -> str:
+    """The stored SDK name ``requested`` means for the holder of ``grants`` (``aws`` -> ``aws-cli``).
+
+    An exact name with readable chunks is kept as is (one indexed lookup); otherwise the name is
+    resolved as research resolves it. Raises :class:`NotFoundError` naming the closest readable
+    names when nothing matches, so a typo is not mistaken for an empty result; SDKs the caller may
+    not read count as unknown, so the answer reveals nothing about them.
+    """
+    readable = grants_condition(session.get_bind().dialect.name, Chunk.access_grants, grants)
+    exact = session.scalar(select(Chunk.id).where(Chunk.sdk_name == requested, readable).limit(1))
+    if exact is not None:
+        return requested
+    known = indexed_sdks(session, grants)
+    found = resolve_sdk(requested, known)
+    if found is not None:
+        return found.name
+    close = closest_names(requested, known)
+    raise NotFoundError(
+        f"no documentation is indexed for the SDK {requested!r}",
+        hint=f"closest indexed names: {', '.join(close)}"
+        if close
+        else "`librarian sdks` lists what is indexed",
+    )
 
 
 def closest_names(requested: str, known: list[IndexedSdk], limit: int = 3) -> list[str]:

@@ -1,0 +1,1 @@
+"""The documentation catalog (``lib.catalog``): sources, whole pages and libraries, for every interface."""
