@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from librarian.app import Librarian
+from librarian.cli import common
 from librarian.cli.main import app
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
@@ -63,7 +64,14 @@ class Cli:
         self.runner = CliRunner()
 
     def __call__(self, *args: str, code: int = 0) -> Result:
-        result = self.runner.invoke(app, ["--home", str(self.home), *args], env={"COLUMNS": "200"})
+        # The CLI's consoles are module globals that read COLUMNS when first imported (by whichever
+        # test came first in this process), so the width is set on them for the call.
+        widths = common.stdout.width, common.stderr.width
+        common.stdout.width = common.stderr.width = 200
+        try:
+            result = self.runner.invoke(app, ["--home", str(self.home), *args], env={"COLUMNS": "200"})
+        finally:
+            common.stdout.width, common.stderr.width = widths
         assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
         return result
 
