@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from librarian.catalog.jobs import IngestJobs
 from librarian.catalog.service import CatalogService
 from librarian.config import Settings
 from librarian.discovery.service import DiscoveryService
@@ -105,6 +106,7 @@ class Librarian:
         self.runbooks = RunbookService(self)
         self.discovery = DiscoveryService(self)
         self.catalog = CatalogService(self)
+        self.jobs = IngestJobs(self)
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -213,7 +215,11 @@ class Librarian:
         return self._llm
 
     def close(self) -> None:
-        """Release the database engine, the vector store, the LLM client and the retriever's thread."""
+        """Release the database engine, the vector store, the LLM client and the retriever's thread.
+
+        Background ingest jobs of this process stop first (they read ``interrupted`` and resume).
+        """
+        self.jobs.close()
         self.runbooks.close()
         if self._llm is not None:
             self._llm.close()

@@ -36,7 +36,7 @@ from sqlalchemy import select
 
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, LibrarianError, NotFoundError
-from librarian.ingest.pipeline import IngestReport, ProgressCallback
+from librarian.ingest.pipeline import IngestReport, IngestStopped, ProgressCallback
 from librarian.knowledge.access import LOCAL_ORGANIZATION_ID, Principal, SourceOwner, Visibility
 from librarian.research.sdks import normal_form
 from librarian.storage import repository
@@ -345,6 +345,8 @@ def refresh_one(
     except LibrarianError as exc:
         _record_failure(lib, target, started_before=target.last_ingested_at, reason=str(exc))
         return _outcome(target, "failed", started=started, error=exc.to_dict())
+    except IngestStopped:  # a cancelled job: stop every refresh, not just this one
+        raise
     except Exception as exc:  # the top-level handler of one refresh: record it, go on with the next
         logger.exception("refreshing source %d (%s) failed unexpectedly", target.id, target.uri)
         _record_failure(lib, target, started_before=target.last_ingested_at, reason=repr(exc))

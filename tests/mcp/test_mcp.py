@@ -61,6 +61,11 @@ TOOLS = {
     "read_page",
     "list_sources",
     "delete_source",
+    "add_source",
+    "get_job",
+    "list_jobs",
+    "cancel_job",
+    "resume_job",
 }
 
 

@@ -8,7 +8,6 @@ Blocking work runs in FastAPI's thread pool (sync endpoints) or, for ingests, in
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,22 +21,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from librarian.api.auth import install_authentication
 from librarian.api.catalog_routes import catalog_router
 from librarian.api.incident_routes import incident_router
-from librarian.api.jobs import Job, JobRegistry, JobStatus
+from librarian.api.job_routes import job_router
 from librarian.api.knowledge_routes import caller, knowledge_router
 from librarian.api.runbook_routes import runbook_router
 from librarian.api.tool_routes import tool_router
 from librarian.app import Librarian
-from librarian.errors import InvalidInputError, LibrarianError
-from librarian.ingest.sources.git_access import GitAccess, check_ssh_source
-from librarian.ingest.sources.remote import refuse_private_host
-from librarian.knowledge.access import Scope, owner_for
-from librarian.refresh import refresh_targets, select_sources
+from librarian.catalog.policy import SourcePolicy
+from librarian.errors import LibrarianError
+from librarian.knowledge.access import Scope
 from librarian.research.feedback import record_feedback
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
 
 logger = logging.getLogger(__name__)
-_SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")
 
 
 # -- models -------------------------------------------------------------------------------------
@@ -211,43 +207,6 @@ class SdkInfo(BaseModel):
     chunks: int
 
 
-class SourceRequest(BaseModel):
-    """A source to ingest: a git URL (http, https, ssh) or an allowed local path."""
-
-    uri: str = Field(min_length=1)
-    sdk_name: str | None = None
-    sdk_version: str | None = None
-    ref: str | None = Field(default=None, description="Git branch, tag or commit.")
-    document_type: str | None = None
-    category: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    visibility: str | None = Field(
-        default=None,
-        description="Who may read it: private, teams, organization (default) or public (administrators; "
-        "their SDK documentation is public by default).",
-    )
-    allowed_teams: list[int | str] = Field(default_factory=list, description="Teams (with visibility teams).")
-
-
-class JobAccepted(BaseModel):
-    """A background job was queued; poll ``GET /jobs/{job_id}``."""
-
-    job_id: str
-
-
-class JobState(BaseModel):
-    """A background job: status, timestamps, and the result or error once finished."""
-
-    id: str
-    kind: str
-    status: JobStatus
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    result: dict[str, Any] | None
-    error: dict[str, Any] | None
-
-
 # -- routers --------------------------------------------------------------------------------------
 
 
@@ -326,84 +285,6 @@ def _sdks_router(lib: Librarian) -> APIRouter:
     return router
 
 
-def _sources_router(
-    lib: Librarian, jobs: JobRegistry, allowed_roots: Sequence[Path], allow_private: bool, allow_ssh: bool
-) -> APIRouter:
-    router = APIRouter(tags=["sources"], responses=_ERRORS)
-
-    @router.post("/sources", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted)
-    def add_source(body: SourceRequest, request: Request) -> dict[str, str]:
-        """Ingest a source in the background; poll ``GET /jobs/{job_id}`` for the report.
-
-        Because the API may be reachable from other machines, a local filesystem path is accepted
-        only inside one of the server's allowed roots (none by default), so clients cannot make
-        the server read arbitrary files. Git URLs over ``http://`` and ``https://`` are accepted
-        when their host is public; ssh (``ssh://``, ``user@host:path``) only when the server allows
-        it (``--allow-ssh-sources``); ``file://`` counts as a local path and ``git://`` is refused.
-        git follows no redirect itself: each is checked, and it never reaches a non-public address
-        through one. It runs without the server's credentials, keys or ssh agent. Refusals answer
-        422 with a message saying what is allowed.
-        """
-        principal = caller(request)
-        principal.require(Scope.WRITE, "adding a source")
-        teams = lib.identity.team_ids_of(principal.organization_id, body.allowed_teams)
-        owner = owner_for(principal, body.visibility, teams)
-        uri = check_source_uri(body.uri, allowed_roots, allow_private=allow_private, allow_ssh=allow_ssh)
-        access = GitAccess(
-            credentials=False,
-            ssh=allow_ssh,
-            allow_private=allow_private,
-            allowed_private_hosts=tuple(lib.settings.allowed_private_hosts),
-        )
-        job = jobs.submit(
-            "ingest",
-            lambda: lib.ingest(
-                uri,
-                sdk_name=body.sdk_name,
-                sdk_version=body.sdk_version,
-                ref=body.ref,
-                document_type=body.document_type,
-                category=body.category,
-                tags=tuple(body.tags),
-                git_access=access,
-                owner=owner,
-            ).to_dict(),
-            organization_id=principal.organization_id,
-        )
-        return {"job_id": job.id}
-
-    @router.post(
-        "/sources/{selector:path}/refresh", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted
-    )
-    def refresh_source(selector: str, request: Request) -> dict[str, str]:
-        """Refresh sources in the background, incrementally; poll ``GET /jobs/{job_id}``.
-
-        ``selector`` is a source id, a key prefix, a URI (percent-encoded) or an SDK name, which
-        selects every version of that SDK. An unknown selector answers 404 at once. The job's result
-        is ``{"outcomes": [...]}``, one per source: its status (``ok``, ``unchanged``, ``partial``,
-        ``failed`` or ``skipped``), the ingest report or the error, and, when a CLI, package or
-        OpenAPI document now reports a new version, the source that version was ingested as (the
-        old version is kept).
-        """
-        principal = caller(request)
-        principal.require(Scope.WRITE, "refreshing a source")
-        targets = select_sources(lib, selector, principal)
-        job = jobs.submit(
-            "refresh",
-            lambda: {"outcomes": [outcome.to_dict() for outcome in refresh_targets(lib, targets)]},
-            organization_id=principal.organization_id,
-        )
-        return {"job_id": job.id}
-
-    @router.get("/jobs/{job_id}", response_model=JobState)
-    def job(job_id: str, request: Request) -> dict[str, Any]:
-        """The state of a background job of the caller's organisation; 404 for an unknown id."""
-        found: Job = jobs.get(job_id, caller(request).organization_id)
-        return found.to_dict()
-
-    return router
-
-
 # -- the app ----------------------------------------------------------------------------------
 
 
@@ -413,7 +294,6 @@ def create_app(
     allowed_roots: Sequence[Path | str] = (),
     allow_private: bool = False,
     allow_ssh: bool = False,
-    jobs: JobRegistry | None = None,
 ) -> FastAPI:
     """The REST API over ``lib``.
 
@@ -422,7 +302,6 @@ def create_app(
         allowed_roots: local folders ``POST /sources`` may ingest from; empty means git URLs only.
         allow_private: let ``POST /sources`` clone http(s) URLs on loopback or private addresses.
         allow_ssh: let ``POST /sources`` clone over ssh (never with the server's keys or agent).
-        jobs: the background job registry (a new one by default).
 
     When ``lib.settings.api_token`` is set, every request except ``GET /health`` and the OpenAPI
     documentation needs ``Authorization: Bearer <token>``; that includes MCP mounted later with
@@ -432,14 +311,18 @@ def create_app(
         >>> app = create_app(Librarian(Settings.load()), allowed_roots=["/srv/docs"])  # doctest: +SKIP
         >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
     """
-    roots = [Path(root).expanduser().resolve() for root in allowed_roots]
+    policy = SourcePolicy.of(
+        allowed_roots,
+        allow_private=allow_private,
+        allow_ssh=allow_ssh,
+        allowed_private_hosts=lib.settings.allowed_private_hosts,
+    )
     app = FastAPI(
         title="Librarian",
         summary="Version-correct documentation search with provenance, for AI agents.",
         version="0.1.0",
     )
     app.state.librarian = lib
-    app.state.jobs = jobs or JobRegistry()
     app.include_router(_health_router())
     app.include_router(_research_router(lib))
     app.include_router(_knowledge_router(lib))
@@ -449,7 +332,7 @@ def create_app(
     app.include_router(tool_router(lib))
     app.include_router(_sdks_router(lib))
     app.include_router(catalog_router(lib))
-    app.include_router(_sources_router(lib, app.state.jobs, roots, allow_private, allow_ssh))
+    app.include_router(job_router(lib, policy))
 
     @app.exception_handler(LibrarianError)
     async def librarian_error(request: Request, exc: LibrarianError) -> JSONResponse:
@@ -490,49 +373,3 @@ def validation_message(errors: Sequence[Any]) -> str:
         parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
     more = len(errors) - len(parts)
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
-def check_source_uri(
-    uri: str, allowed_roots: Sequence[Path], *, allow_private: bool = False, allow_ssh: bool = False
-) -> str:
-    """``uri`` if ``POST /sources`` may ingest it: a remote git URL, or a path in an allowed root.
-
-    An http(s) or ssh URL whose host resolves to a loopback, private or reserved address is refused
-    unless ``allow_private``: the server must not become a way to read internal git servers for its
-    callers. ssh URLs are refused unless ``allow_ssh``.
-
-    Returns the URI to ingest (a local path resolved, ``file://`` removed).
-
-    Raises:
-        InvalidInputError: a local path outside every allowed root, an unsupported scheme, or a URL
-            on a non-public address.
-    """
-    if any(ord(character) < 32 or ord(character) == 127 for character in uri):
-        raise InvalidInputError(f"refusing {uri!r}: a source URI may not contain control characters")
-    if uri.startswith(("http://", "https://")):
-        if not allow_private:
-            refuse_private_host(uri)
-        return uri
-    if uri.startswith("ssh://") or _SCP_LIKE.match(uri):
-        if not allow_ssh:
-            raise InvalidInputError(
-                f"refusing {uri!r}: ssh git sources are not accepted by this server",
-                hint="use the repository's https:// URL, or start the server with --allow-ssh-sources",
-            )
-        check_ssh_source(uri, GitAccess(credentials=False, allow_private=allow_private))
-        return uri
-    if uri.startswith("git://"):
-        raise InvalidInputError(
-            f"refusing {uri!r}: the unauthenticated git:// protocol is not accepted",
-            hint="use the repository's https:// or ssh:// URL",
-        )
-    path = Path(uri.removeprefix("file://")).expanduser().resolve()
-    for root in allowed_roots:
-        if path.is_relative_to(root):
-            return str(path)
-    allowed = ", ".join(str(root) for root in allowed_roots) or "none are configured"
-    raise InvalidInputError(
-        f"refusing the local path {uri!r}: the API only reads local paths inside its allowed roots "
-        f"({allowed})",
-        hint="pass a git URL (https:// or ssh://), or start the server with this folder allowed",
-    )

@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from librarian.catalog.policy import SourcePolicy
 from librarian.cli import common
 from librarian.cli.admin import admin_app
 from librarian.cli.catalog import delete_source, libraries, page
@@ -356,7 +357,13 @@ def serve(
             allow_ssh=allow_ssh_sources,
         )
         if mcp:
-            mount_streamable_http(api, create_mcp_server(lib), host=host)
+            policy = SourcePolicy.of(
+                allow_path or (),
+                allow_private=allow_private_urls,
+                allow_ssh=allow_ssh_sources,
+                allowed_private_hosts=lib.settings.allowed_private_hosts,
+            )
+            mount_streamable_http(api, create_mcp_server(lib, policy), host=host)
         # Runbook runs whose process died go on here; waits past their deadline time out.
         lib.runbooks.start_sweeper()
         # Bound here, not by uvicorn, so a port in use is one clear error instead of a log line.
@@ -381,12 +388,33 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 @app.command(name="mcp")
-def mcp_stdio() -> None:
-    """Serve MCP over stdio, for agents that launch Librarian as a subprocess."""
+def mcp_stdio(
+    allow_path: Annotated[
+        list[Path] | None,
+        typer.Option("--allow-path", help="Local folder the add_source tool may ingest (repeatable)."),
+    ] = None,
+    allow_private_urls: Annotated[
+        bool, typer.Option("--allow-private-urls", help="Let add_source clone from loopback/private hosts.")
+    ] = False,
+    allow_ssh_sources: Annotated[
+        bool,
+        typer.Option("--allow-ssh-sources", help="Let add_source clone over ssh (never with your keys)."),
+    ] = False,
+) -> None:
+    """Serve MCP over stdio, for agents that launch Librarian as a subprocess.
+
+    The agent's add_source tool takes public git URLs, and local folders only under --allow-path.
+    """
     from librarian.mcp import run_stdio
 
     with librarian() as lib:
-        run_stdio(lib)
+        policy = SourcePolicy.of(
+            allow_path or (),
+            allow_private=allow_private_urls,
+            allow_ssh=allow_ssh_sources,
+            allowed_private_hosts=lib.settings.allowed_private_hosts,
+        )
+        run_stdio(lib, policy)
 
 
 app.command()(tour)

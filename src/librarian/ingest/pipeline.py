@@ -74,6 +74,14 @@ class _Prepared:
 ProgressCallback = Callable[[str, int, int], None]
 
 
+class IngestStopped(Exception):
+    """Raised by a progress callback to stop an ingest between two files (a cancelled job).
+
+    What was written until then stays: each file is its own transaction, and the run is recorded
+    on its source as ``interrupted``.
+    """
+
+
 class IngestPipeline:
     """Runs ingests of sources into the store and the indexes."""
 
@@ -120,7 +128,7 @@ class IngestPipeline:
         embedded_before = self._cache.embedded_count
         try:
             self._ingest_listing(source_id, spec, listing, report, progress)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, IngestStopped):
             report.status = "interrupted"
             self._record(source_id, report, None)
             raise

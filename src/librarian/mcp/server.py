@@ -16,11 +16,13 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from librarian.app import Librarian
+from librarian.catalog.policy import SourcePolicy
 from librarian.knowledge.access import Scope
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.catalog_tools import register_catalog_tools
 from librarian.mcp.errors import tool_errors
 from librarian.mcp.incident_tools import register_incident_tools
+from librarian.mcp.job_tools import register_job_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
 from librarian.mcp.runbook_tools import register_runbook_tools
 from librarian.mcp.tool_registry_tools import register_tool_registry_tools
@@ -51,8 +53,12 @@ def _tool_errors(call: Callable[[], T]) -> T:
         return call()
 
 
-def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
-    """An MCP server exposing ``research_api_usage``, ``search_knowledge`` and ``list_sdks`` over ``lib``.
+def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCPServer[Any]:
+    """An MCP server exposing ``research_api_usage``, ``search_knowledge``, ``list_sdks`` and the other
+    tools of Librarian over ``lib``.
+
+    ``policy`` is which sources ``add_source`` accepts (as ``POST /sources``); by default the
+    strictest: public git URLs only.
 
     Example:
         >>> run_stdio(Librarian(Settings.load()))  # doctest: +SKIP
@@ -188,15 +194,16 @@ def create_mcp_server(lib: Librarian) -> MCPServer[Any]:
 
     register_knowledge_tools(server, lib)
     register_catalog_tools(server, lib)
+    register_job_tools(server, lib, policy or SourcePolicy())
     register_incident_tools(server, lib)
     register_runbook_tools(server, lib)
     register_tool_registry_tools(server, lib)
     return server
 
 
-def run_stdio(lib: Librarian) -> None:
-    """Serve ``create_mcp_server(lib)`` over stdin/stdout until the client disconnects."""
-    create_mcp_server(lib).run("stdio")
+def run_stdio(lib: Librarian, policy: SourcePolicy | None = None) -> None:
+    """Serve ``create_mcp_server(lib, policy)`` over stdin/stdout until the client disconnects."""
+    create_mcp_server(lib, policy).run("stdio")
 
 
 def streamable_http_routes(

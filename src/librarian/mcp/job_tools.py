@@ -1,0 +1,141 @@
+"""MCP tools with which an agent adds documentation itself and follows it (``lib.jobs``): ``add_source``,
+``list_jobs``, ``get_job``, ``cancel_job`` and ``resume_job``.
+
+Sources are accepted under the same policy as ``POST /sources``: the server's allowed roots for local
+paths, public addresses only unless the operator allows private ones, ssh only when allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
+
+from librarian.app import Librarian
+from librarian.catalog.jobs import IngestRequest
+from librarian.catalog.policy import SourcePolicy
+from librarian.mcp.caller import tool_caller
+from librarian.mcp.errors import tool_errors
+
+READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+# Adding a source fetches from the outside world and writes to the store; it never deletes.
+FETCHES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+)
+STOPS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+MAX_WAIT_SECONDS = 120.0
+
+
+def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePolicy) -> None:
+    """Add the source and job tools to ``server``, accepting sources under ``policy``."""
+    jobs = lib.jobs
+
+    @server.tool(title="Add documentation", annotations=FETCHES)
+    def add_source(
+        uri: str,
+        sdk_name: str | None = None,
+        sdk_version: str | None = None,
+        ref: str | None = None,
+        document_type: str | None = None,
+        tags: list[str] | None = None,
+        visibility: str | None = None,
+        wait_seconds: float = 0,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        """Index documentation so research_api_usage and search_documentation can answer from it.
+
+        Runs in the background: read its progress with get_job, or wait for it here.
+
+        Args:
+            uri: a git repository (https:// URL) or a folder the server allows.
+            sdk_name: the SDK or tool the documentation is for, e.g. "requests"; leave it out for
+                the organisation's own documents.
+            sdk_version: the version it documents, e.g. "2.32.3" (needs sdk_name).
+            ref: a git branch, tag or commit.
+            document_type: e.g. "sdk_reference", "runbook" or "wiki".
+            tags: labels to filter on later.
+            visibility: private, teams, organization (default) or public (administrators only).
+            wait_seconds: wait up to this long (0-120) for the job to finish before answering.
+
+        Returns:
+            The job: id, status (queued, running, succeeded, failed, cancelled, interrupted),
+            progress (stage, done, total), and the ingest report (result) or error once finished.
+        """
+        with tool_errors():
+            principal = tool_caller(lib, ctx)
+            request = IngestRequest(
+                uri=uri,
+                sdk_name=sdk_name,
+                sdk_version=sdk_version,
+                ref=ref,
+                document_type=document_type,
+                tags=tuple(tags or ()),
+                visibility=visibility,
+            )
+            job = jobs.submit_ingest(principal, request, policy)
+            if wait_seconds > 0:
+                return jobs.wait(principal, job["id"], min(wait_seconds, MAX_WAIT_SECONDS))
+            return job
+
+    @server.tool(title="Read a job", annotations=READS)
+    def get_job(job_id: str, wait_seconds: float = 0, ctx: Context | None = None) -> dict[str, Any]:
+        """Read a background job (add_source) with its progress, and its report once finished.
+
+        Args:
+            job_id: the job's id, as add_source or list_jobs returned it.
+            wait_seconds: wait up to this long (0-120) for it to finish before answering.
+
+        Returns:
+            id, kind, status, request, progress (stage, done, total), result, error, timestamps.
+        """
+        with tool_errors():
+            principal = tool_caller(lib, ctx)
+            if wait_seconds > 0:
+                return jobs.wait(principal, job_id, min(wait_seconds, MAX_WAIT_SECONDS))
+            return jobs.get(principal, job_id)
+
+    @server.tool(title="List jobs", annotations=READS)
+    def list_jobs(
+        status: str | None = None, before: int | None = None, limit: int = 20, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        """List your organisation's background jobs, newest first.
+
+        Args:
+            status: only jobs in this status: queued, running, succeeded, failed, cancelled or interrupted.
+            before: the cursor of the page to read (the previous answer's next_before).
+            limit: how many jobs (1-200, default 20).
+
+        Returns:
+            `jobs` and `next_before` (null on the last page).
+        """
+        with tool_errors():
+            return jobs.list_jobs(tool_caller(lib, ctx), status=status, before=before, limit=limit)
+
+    @server.tool(title="Cancel a job", annotations=STOPS)
+    def cancel_job(job_id: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Stop a queued or running job; what it already indexed stays searchable.
+
+        Args:
+            job_id: the job's id.
+
+        Returns:
+            The job, with cancel_requested set (status turns cancelled when it stops).
+        """
+        with tool_errors():
+            return jobs.cancel(tool_caller(lib, ctx), job_id)
+
+    @server.tool(title="Resume a job", annotations=FETCHES)
+    def resume_job(job_id: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Run an interrupted, failed or cancelled job again; it skips what the first run finished.
+
+        Args:
+            job_id: the job's id.
+
+        Returns:
+            The new job, with resumed_from naming the old one.
+        """
+        with tool_errors():
+            return jobs.resume(tool_caller(lib, ctx), job_id, policy)

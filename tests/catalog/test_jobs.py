@@ -1,0 +1,193 @@
+"""lib.jobs: stored ingest jobs that survive a restart, report progress, cancel, resume and refuse
+sources outside the server's policy; and their REST and MCP routes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from librarian.api import create_app
+from librarian.app import Librarian
+from librarian.catalog.jobs import STALE_SECONDS, IngestRequest
+from librarian.catalog.models import IngestJob
+from librarian.catalog.policy import SourcePolicy
+from librarian.config import Settings
+from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.errors import ConflictError, InvalidInputError, NotFoundError
+from librarian.mcp import create_mcp_server
+from librarian.storage.models import Document, Source, utcnow
+from mcp import Client
+from tests.mcp.test_mcp import structured
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def lib(settings: Settings, embedder: LocalMiniLMEmbedder) -> Iterator[Librarian]:
+    with Librarian(settings, embedder=embedder) as library:
+        yield library
+
+
+def many_files(root: Path, count: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for index in range(count):
+        (root / f"page{index:04}.md").write_text(f"# command-{index}\n\nRuns step {index} of the deploy.\n")
+    return root
+
+
+def documents(lib: Librarian) -> int:
+    with lib.sessions() as session:
+        return (
+            session.scalar(select(func.count()).select_from(Document).where(Document.deleted_at.is_(None)))
+            or 0
+        )
+
+
+def test_a_job_runs_reports_and_is_kept_across_a_restart(
+    settings: Settings, embedder: LocalMiniLMEmbedder, tmp_path: Path
+) -> None:
+    docs = many_files(tmp_path / "docs", 3)
+    policy = SourcePolicy.of([tmp_path])
+    with Librarian(settings, embedder=embedder) as lib:
+        me = lib.default_principal
+        job = lib.jobs.submit_ingest(
+            me, IngestRequest(uri=str(docs), sdk_name="tool", sdk_version="1"), policy
+        )
+        assert job["status"] in ("queued", "running")
+        done = lib.jobs.wait(me, job["id"], timeout=120)
+        assert done["status"] == "succeeded" and done["result"]["added"] == 3
+        assert done["progress"] == {"stage": "files", "done": 3, "total": 3}
+    with Librarian(settings, embedder=embedder) as restarted:
+        again = restarted.jobs.get(restarted.default_principal, job["id"])
+        assert again["status"] == "succeeded" and again["request"]["uri"] == str(docs.resolve())
+        listed = restarted.jobs.list_jobs(restarted.default_principal, status="succeeded")
+        assert [j["id"] for j in listed["jobs"]] == [job["id"]] and listed["next_before"] is None
+
+
+def test_a_job_whose_process_died_reads_interrupted_and_resumes(lib: Librarian, tmp_path: Path) -> None:
+    docs = many_files(tmp_path / "docs", 4)
+    me = lib.default_principal
+    stale = utcnow() - timedelta(seconds=STALE_SECONDS + 5)
+    request = IngestRequest(uri=str(docs), sdk_name="tool", sdk_version="1")
+    with lib.sessions.begin() as session:  # what a server killed mid-job leaves behind
+        session.add(
+            IngestJob(
+                id="deadbeef" * 4,
+                kind="ingest",
+                status="running",
+                organization_id=me.organization_id,
+                created_by=me.user_id,
+                request={**request.to_dict(), "policy": SourcePolicy.of([tmp_path]).to_dict()},
+                progress={"stage": "files", "done": 2, "total": 4},
+                cancel_requested=False,
+                created_at=stale,
+                heartbeat_at=stale,
+            )
+        )
+    assert lib.jobs.get(me, "deadbeef" * 4)["status"] == "interrupted"
+    resumed = lib.jobs.resume(me, "deadbeef" * 4)
+    assert resumed["resumed_from"] == "deadbeef" * 4
+    assert lib.jobs.wait(me, resumed["id"], timeout=120)["status"] == "succeeded"
+    assert documents(lib) == 4
+    with pytest.raises(ConflictError, match="succeeded"):
+        lib.jobs.resume(me, resumed["id"])
+
+
+def test_cancelling_stops_the_ingest_and_keeps_what_it_wrote(lib: Librarian, tmp_path: Path) -> None:
+    docs = many_files(tmp_path / "docs", 400)
+    me = lib.default_principal
+    policy = SourcePolicy.of([tmp_path])
+    job = lib.jobs.submit_ingest(me, IngestRequest(uri=str(docs), sdk_name="tool", sdk_version="1"), policy)
+    lib.jobs.cancel(me, job["id"])
+    stopped = lib.jobs.wait(me, job["id"], timeout=120)
+    assert stopped["status"] == "cancelled" and stopped["cancel_requested"] is True
+    written = documents(lib)
+    assert written < 400
+    with pytest.raises(ConflictError, match="already finished"):
+        lib.jobs.cancel(me, job["id"])
+    resumed = lib.jobs.resume(me, job["id"])
+    finished = lib.jobs.wait(me, resumed["id"], timeout=300)
+    assert finished["status"] == "succeeded" and documents(lib) == 400
+    assert finished["result"]["unchanged"] == written  # the first run's files were not read again
+
+
+def test_the_policy_refuses_sources_before_a_job_exists(lib: Librarian, tmp_path: Path) -> None:
+    me = lib.default_principal
+    strict = SourcePolicy()
+    outside = many_files(tmp_path / "outside", 1)
+    with pytest.raises(InvalidInputError, match="allowed roots"):
+        lib.jobs.submit_ingest(me, IngestRequest(uri=str(outside)), strict)
+    with pytest.raises(InvalidInputError):
+        lib.jobs.submit_ingest(me, IngestRequest(uri="http://127.0.0.1:9/repo.git"), strict)
+    with pytest.raises(InvalidInputError, match="ssh"):
+        lib.jobs.submit_ingest(me, IngestRequest(uri="git@127.0.0.1:repo"), strict)
+    assert lib.jobs.list_jobs(me)["jobs"] == []
+    with lib.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Source)) == 0
+
+
+def test_another_organisation_never_sees_or_stops_a_job(lib: Librarian, tmp_path: Path) -> None:
+    operator = lib.default_principal
+    lib.identity.create_organization(operator, "rival")
+    lib.identity.create_user(operator, "rival", "spy")
+    spy = lib.identity.principal_of("rival", "spy")
+    job = lib.jobs.submit_ingest(
+        operator, IngestRequest(uri=str(many_files(tmp_path / "d", 2))), SourcePolicy.of([tmp_path])
+    )
+    lib.jobs.wait(operator, job["id"], timeout=120)
+    for action in (lib.jobs.get, lib.jobs.cancel, lib.jobs.resume):
+        with pytest.raises(NotFoundError):
+            action(spy, job["id"])
+    assert lib.jobs.list_jobs(spy)["jobs"] == []
+
+
+def test_rest_adds_lists_cancels_and_resumes(lib: Librarian, tmp_path: Path) -> None:
+    client = TestClient(create_app(lib, allowed_roots=[tmp_path]))
+    docs = many_files(tmp_path / "docs", 2)
+    job_id = client.post("/sources", json={"uri": str(docs), "sdk_name": "tool", "sdk_version": "1"}).json()[
+        "job_id"
+    ]
+    done = lib.jobs.wait(lib.default_principal, job_id, timeout=120)
+    assert done["status"] == "succeeded"
+    assert client.get(f"/jobs/{job_id}").json()["result"]["added"] == 2
+    assert [j["id"] for j in client.get("/jobs", params={"limit": 5}).json()["jobs"]] == [job_id]
+    assert client.post(f"/jobs/{job_id}/cancel").status_code == 409
+    assert client.post(f"/jobs/{job_id}/resume").status_code == 409
+    assert client.get("/jobs/nope").status_code == 404
+    assert client.get("/jobs", params={"status": "exploded"}).status_code == 422
+    refused = client.post("/sources", json={"uri": "/etc"})
+    assert refused.status_code == 422 and "allowed roots" in refused.json()["message"]
+    refresh = client.post("/sources/tool/refresh").json()["job_id"]
+    refreshed = lib.jobs.wait(lib.default_principal, refresh, timeout=120)
+    assert refreshed["status"] == "succeeded" and refreshed["result"]["outcomes"][0]["status"] == "unchanged"
+
+
+@pytest.mark.anyio
+async def test_an_agent_adds_documentation_and_follows_its_job(lib: Librarian, tmp_path: Path) -> None:
+    docs = many_files(tmp_path / "docs", 2)
+    server = create_mcp_server(lib, SourcePolicy.of([tmp_path]))
+    async with Client(server) as client:
+        added = structured(
+            await client.call_tool(
+                "add_source", {"uri": str(docs), "sdk_name": "tool", "sdk_version": "1", "wait_seconds": 60}
+            )
+        )
+        assert added["status"] == "succeeded" and added["result"]["added"] == 2
+        read = structured(await client.call_tool("get_job", {"job_id": added["id"]}))
+        assert read["progress"]["done"] == 2
+        listed = structured(await client.call_tool("list_jobs", {"limit": 5}))
+        assert [j["id"] for j in listed["jobs"]] == [added["id"]]
+        assert (await client.call_tool("cancel_job", {"job_id": added["id"]})).is_error
+        refused = await client.call_tool("add_source", {"uri": "/etc"})
+        assert refused.is_error
+    strict = create_mcp_server(lib)  # the default policy: public git URLs only
+    async with Client(strict) as client:
+        assert (await client.call_tool("add_source", {"uri": str(docs)})).is_error
