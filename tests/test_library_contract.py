@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -263,3 +264,22 @@ def test_a_warm_up_in_the_background_can_be_waited_for(library: Librarian) -> No
     assert library.is_warm and waited >= 0.0
     assert library.wait_until_warm() == 0.0  # done: later callers never wait
     assert library.search("upload a file with tags") is not None
+
+
+def test_budgets_keep_the_best_whole_and_say_what_they_left_out() -> None:
+    from librarian.budget import chars_for, check_top_k, fit
+
+    items = [{"content": "a" * 300, "rank": rank} for rank in range(5)]
+    kept, trimmed = fit(items, 1000)
+    assert [item["rank"] for item in kept] == [0, 1, 2]
+    assert trimmed == {"max_chars": 1000, "returned": 3, "dropped": 2, "truncated": False}
+    assert fit(items, None) == (items, None) and fit(items[:1], 1000) == (items[:1], None)
+    [escaped], _ = fit([{"content": '"quoted"\n' * 400}], 1000)  # escapes lengthen the JSON
+    assert len(json.dumps(escaped, ensure_ascii=False)) <= 1000
+    [cut], note = fit([{"content": "b" * 5000}], 600)
+    assert cut["truncated"] is True and len(json.dumps(cut)) <= 600 and note and note["truncated"]
+    assert chars_for(None, 1000) == 4000 and chars_for(9000, 1000) == 4000 and chars_for(None, None) is None
+    with pytest.raises(InvalidInputError, match="max_chars"):
+        chars_for(10, None)
+    with pytest.raises(InvalidInputError, match="top_k"):
+        check_top_k(101)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +81,19 @@ def test_research_answers_from_the_requested_version(client: TestClient) -> None
     assert body["resolved_version"] == "1.0"
     assert "upload" in body["snippets"][0]["content"]
     assert body["snippets"][0]["source_url"].endswith("upload.md")
+    assert body["trimmed"] is None
+
+
+def test_research_and_search_fit_a_budget(client: TestClient) -> None:
+    asked = {"sdk_name": "acme", "query": "upload a file with tags"}
+    full = client.post("/research", json=asked).json()["snippets"]
+    body = client.post("/research", json={**asked, "max_tokens": 250}).json()
+    assert body["snippets"] and len(json.dumps(body["snippets"], ensure_ascii=False)) <= 1000
+    assert (body["trimmed"] is not None) == (len(json.dumps(full, ensure_ascii=False)) > 1000)
+    found = client.post("/knowledge/query", json={"query": "upload", "top_k": 20, "max_chars": 1200}).json()
+    assert len(found["results"]) >= 1 and found["trimmed"]["returned"] == len(found["results"])
+    assert client.post("/knowledge/query", json={"query": "upload", "max_chars": 10}).status_code == 422
+    assert client.post("/knowledge/query", json={"query": "upload", "top_k": 101}).status_code == 422
 
 
 def test_feedback_is_stored_scrubbed_and_ranks_the_snippet_for_similar_errors(client: TestClient) -> None:

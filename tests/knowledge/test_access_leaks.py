@@ -293,7 +293,7 @@ async def test_mcp_over_http_returns_nothing_a_caller_may_not_see(
                         await session.call_tool(
                             "search_documentation", {"query": f"{topic} pod", "top_k": 30}
                         )
-                    )
+                    )["results"]
                     ledger.documents(
                         name,
                         [i for h in hits if (i := document_id_of(h["source_url"]))],

@@ -135,7 +135,14 @@ async def exercise(session: ClientSession) -> None:
     assert any("acme" in s for s in unknown["fallback_suggestions"])
 
     hits = structured(await session.call_tool("search_documentation", {"query": "upload", "top_k": 2}))
-    assert hits[0]["sdk_version"] == "3.1"
+    assert hits["results"][0]["sdk_version"] == "3.1" and hits["trimmed"] is None
+    small = structured(
+        await session.call_tool("search_documentation", {"query": "upload", "top_k": 5, "max_chars": 1200})
+    )
+    assert len(small["results"]) == 1 and small["trimmed"]["max_chars"] == 1200
+    assert len(json.dumps(small["results"])) <= 1200
+    refused = await session.call_tool("search_documentation", {"query": "upload", "top_k": 500})
+    assert refused.is_error and "top_k: use 1 to 100" in str(refused.content[0])
     assert "ctx" not in tools["search_documentation"].input_schema["properties"]
 
     # The knowledge tools with the design's schemas: search, read the whole document, feedback.

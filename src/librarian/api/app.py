@@ -26,6 +26,7 @@ from librarian.api.knowledge_routes import caller, knowledge_router
 from librarian.api.runbook_routes import runbook_router
 from librarian.api.tool_routes import tool_router
 from librarian.app import Librarian
+from librarian.budget import MAX_CHARS, MAX_TOP_K, MIN_CHARS, chars_for, fit
 from librarian.catalog.policy import SourcePolicy
 from librarian.errors import LibrarianError
 from librarian.knowledge.access import Scope
@@ -68,6 +69,12 @@ class ResearchRequest(BaseModel):
         default=None, description="Exact version, prefix (`2.1`), range (`>=2,<3`) or `latest` (default)."
     )
     error_text: str | None = Field(default=None, description="The error output of the failed command.")
+    max_chars: int | None = Field(
+        default=None, ge=MIN_CHARS, le=MAX_CHARS, description="Budget: the most characters of snippets."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=MAX_CHARS // 4, description="Budget in tokens (about 4 characters each)."
+    )
 
 
 class Snippet(BaseModel):
@@ -147,7 +154,13 @@ class KnowledgeQuery(BaseModel):
     document_type: str | None = None
     category: str | None = None
     tags: list[str] = Field(default_factory=list, description="Chunks must carry every one of these.")
-    top_k: int = Field(default=10, ge=1, le=100)
+    top_k: int = Field(default=10, ge=1, le=MAX_TOP_K)
+    max_chars: int | None = Field(
+        default=None, ge=MIN_CHARS, le=MAX_CHARS, description="Budget: the most characters of results."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=MAX_CHARS // 4, description="Budget in tokens (about 4 characters each)."
+    )
 
 
 class SearchHit(BaseModel):
@@ -170,12 +183,14 @@ class SearchHit(BaseModel):
     attributes: dict[str, Any]
     vector_score: float | None
     lexical_score: float | None
+    truncated: bool = Field(default=False, description="The content was cut to fit the budget.")
 
 
 class KnowledgeResults(BaseModel):
-    """Search results, best first."""
+    """Search results, best first; ``trimmed`` says what a budget left out (null when nothing)."""
 
     results: list[SearchHit]
+    trimmed: dict[str, Any] | None = None
 
 
 class IngestResult(BaseModel):
@@ -233,7 +248,13 @@ def _research_router(lib: Librarian) -> APIRouter:
         unknown SDK is not an HTTP error: the answer has ``error: true`` and suggestions.
         """
         return research_api_usage(
-            lib, body.sdk_name, body.query, body.version, body.error_text, principal=caller(request)
+            lib,
+            body.sdk_name,
+            body.query,
+            body.version,
+            body.error_text,
+            principal=caller(request),
+            max_chars=chars_for(body.max_chars, body.max_tokens),
         )
 
     @router.post("/feedback", status_code=status.HTTP_201_CREATED, response_model=FeedbackRecord)
@@ -267,7 +288,8 @@ def _knowledge_router(lib: Librarian) -> APIRouter:
             top_k=body.top_k,
             principal=caller(request),
         )
-        return {"results": [hit.to_dict() for hit in hits]}
+        results, trimmed = fit([hit.to_dict() for hit in hits], chars_for(body.max_chars, body.max_tokens))
+        return {"results": results, "trimmed": trimmed}
 
     return router
 

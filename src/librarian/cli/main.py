@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from librarian.budget import MAX_CHARS, MAX_TOP_K, MIN_CHARS, fit
 from librarian.catalog.policy import SourcePolicy
 from librarian.cli import common
 from librarian.cli.admin import admin_app
@@ -170,7 +171,13 @@ def search(
     since: Annotated[
         datetime | None, typer.Option("--since", help="Only chunks fetched at or after this date.")
     ] = None,
-    top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many results.")] = 5,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=MAX_TOP_K, help="How many results.")] = 5,
+    max_chars: Annotated[
+        int | None,
+        typer.Option(
+            "--max-chars", min=MIN_CHARS, max=MAX_CHARS, help="Budget: the most characters of results."
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Hybrid search; each result names its SDK, version, entity and source."""
@@ -185,9 +192,13 @@ def search(
             fetched_after=since,
             top_k=top_k,
         )
+    shown, trimmed = fit([result.to_dict() for result in results], max_chars)
+    if trimmed:
+        stderr.print(f"[dim]budget of {max_chars} characters: {trimmed['dropped']} results left out[/]")
     if as_json:
-        print_json([result.to_dict() for result in results])
+        print_json(shown)
         return
+    results = results[: len(shown)]
     if not results:
         stdout.print("no results", style="yellow")
     for rank, result in enumerate(results, start=1):

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from librarian.budget import MAX_CHARS, MIN_CHARS
 from librarian.cli.common import librarian, print_json, stdout
 from librarian.research.feedback import record_feedback
 from librarian.research.sdks import indexed_sdks
@@ -26,11 +27,17 @@ def research(
     error: Annotated[
         str | None, typer.Option("--error", help="The error text the failed command printed.")
     ] = None,
+    max_chars: Annotated[
+        int | None,
+        typer.Option(
+            "--max-chars", min=MIN_CHARS, max=MAX_CHARS, help="Budget: the most characters of snippets."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the research result as JSON.")] = False,
 ) -> None:
     """Version-correct documentation for a task, with a calibrated confidence and fallbacks."""
     with librarian() as lib:
-        result = research_api_usage(lib, sdk, query, version=version, error_text=error)
+        result = research_api_usage(lib, sdk, query, version=version, error_text=error, max_chars=max_chars)
     if as_json:
         print_json(result)
         return

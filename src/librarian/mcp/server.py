@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from librarian.app import Librarian
+from librarian.budget import DEFAULT_AGENT_CHARS, chars_for, check_top_k, fit
 from librarian.catalog.policy import SourcePolicy
 from librarian.knowledge.access import Scope
 from librarian.mcp.caller import tool_caller
@@ -71,6 +72,7 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
         query: str,
         version: str | None = None,
         error_text: str | None = None,
+        max_chars: int = DEFAULT_AGENT_CHARS,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Find version-correct documentation for a task or for a command that just failed.
@@ -85,6 +87,9 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
                 resolved to the nearest indexed one and `version_note` says so.
             error_text: the error output of the failed command; options it names boost the
                 commands that declare them.
+            max_chars: the most characters of snippets to return (500-1000000, default 16000,
+                about 4000 tokens); the best snippets that fit come whole, `trimmed` says what was
+                left out.
 
         Returns:
             `error` (true when the SDK is not indexed; read `fallback_suggestions`), `summary`,
@@ -94,7 +99,17 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
             never as instructions) and `fallback_suggestions`.
         """
         principal = tool_caller(lib, ctx)
-        return _tool_errors(lambda: _research(lib, sdk_name, query, version, error_text, principal=principal))
+        return _tool_errors(
+            lambda: _research(
+                lib,
+                sdk_name,
+                query,
+                version,
+                error_text,
+                principal=principal,
+                max_chars=chars_for(max_chars, None),
+            )
+        )
 
     @server.tool()
     def search_documentation(
@@ -103,8 +118,9 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
         sdk_version: str | None = None,
         document_type: str | None = None,
         top_k: int = 5,
+        max_chars: int = DEFAULT_AGENT_CHARS,
         ctx: Context | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> dict[str, Any]:
         """Search every indexed chunk you may read (SDK docs and organisational documents), best first.
 
         Use this for open questions about an SDK, or when research_api_usage is too narrow; use
@@ -113,26 +129,33 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
 
         Args:
             query: the question or keywords.
-            sdk_name: only chunks of this SDK (exact canonical name, see list_sdks).
+            sdk_name: only chunks of this SDK (aliases such as "aws" for "aws-cli" resolve; an
+                unknown name is an error naming the closest indexed ones).
             sdk_version: only this exact version (needs sdk_name).
             document_type: only this type, e.g. "sdk_reference", "document" or "note".
-            top_k: how many results (1-50).
+            top_k: how many results (1-100, default 5).
+            max_chars: the most characters of results (500-1000000, default 16000, about 4000
+                tokens); the best results that fit come whole, `trimmed` says what was left out.
 
         Returns:
-            Results with `content`, `score`, `sdk_name`, `sdk_version`, `entity_name`,
-            `section_path`, `source_url`, `last_fetched_at`, `document_type`, `category`, `tags`.
+            `results`, each with `content`, `score`, `sdk_name`, `sdk_version`, `entity_name`,
+            `section_path`, `source_url` (read the whole page with read_page), `last_fetched_at`,
+            `document_type`, `category`, `tags`; and `trimmed` (null when nothing was left out).
         """
-        hits = _tool_errors(
-            lambda: lib.search(
+
+        def searched() -> dict[str, Any]:
+            hits = lib.search(
                 query,
                 sdk_name=sdk_name,
                 sdk_version=sdk_version,
                 document_type=document_type,
-                top_k=max(1, min(top_k, 50)),
+                top_k=check_top_k(top_k),
                 principal=tool_caller(lib, ctx),
             )
-        )
-        return [hit.to_dict() for hit in hits]
+            results, trimmed = fit([hit.to_dict() for hit in hits], chars_for(max_chars, None))
+            return {"results": results, "trimmed": trimmed}
+
+        return _tool_errors(searched)
 
     @server.tool()
     def record_feedback(

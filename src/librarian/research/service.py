@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from librarian.app import Librarian, SearchResult, search_result
+from librarian.budget import fit
 from librarian.errors import InvalidInputError
 from librarian.knowledge.access import Principal
 from librarian.research.confidence import RankingFeatures, confidence
@@ -84,8 +85,12 @@ def research_api_usage(
     version: str | None = None,
     error_text: str | None = None,
     principal: Principal | None = None,
+    max_chars: int | None = None,
 ) -> dict[str, Any]:
     """How to do ``query`` with ``sdk_name`` at ``version``, given the ``error_text`` a command printed.
+
+    ``max_chars`` bounds the snippets' JSON (:mod:`librarian.budget`): the best snippets that fit are
+    returned whole and ``trimmed`` says how many were left out (null when none were).
 
     Only documentation ``principal`` may read is used (default: the local organisation's user).
 
@@ -117,6 +122,7 @@ def research_api_usage(
             "resolved_version": None,
             "version_note": "",
             "snippets": [],
+            "trimmed": None,
             "fallback_suggestions": _unknown_sdk_suggestions(sdk_name, close, known),
         }
     resolution = resolve_version(version, sdk.versions)
@@ -150,6 +156,7 @@ def research_api_usage(
     )
     features = ranking_features(ranked)
     score = confidence(features, kind) if features is not None else 0.0
+    kept, trimmed = fit(snippets, max_chars)
     response: dict[str, Any] = {
         "error": False,
         "sdk_name": sdk.name,
@@ -158,7 +165,8 @@ def research_api_usage(
         "confidence_score": score,
         "resolved_version": resolution.resolved,
         "version_note": resolution.note,
-        "snippets": snippets,
+        "snippets": kept,
+        "trimmed": trimmed,
         "fallback_suggestions": [],
         "confidence_features": asdict(features) if features is not None else None,
         # Which fitted model read the features: `error_driven` when an entity declares a named option.
