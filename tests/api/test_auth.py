@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from pydantic import SecretStr
 
 from librarian.api import create_app
@@ -105,6 +107,21 @@ def test_health_and_the_docs_stay_open(client: TestClient) -> None:
     assert client.get("/openapi.json").status_code == 200
 
 
+def test_the_docs_pages_load_their_assets_from_the_server_not_a_cdn(client: TestClient) -> None:
+    for page, assets in (
+        ("/docs", ["/docs-assets/swagger-ui-bundle.js", "/docs-assets/swagger-ui.css"]),
+        ("/redoc", ["/docs-assets/redoc.standalone.js"]),
+    ):
+        html = client.get(page).text
+        assert not re.search(r"https?://", html.replace("http://www.w3.org", "")), page
+        for asset in assets:
+            assert f'"{asset}"' in html
+            served = client.get(asset)  # no token: the assets are public files of the package
+            assert served.status_code == 200 and len(served.content) > 100_000, asset
+    assert client.get("/docs-assets/../sources").status_code == 401  # never a way past the token
+    assert client.get("/docs-assets/nothing.js").status_code == 404
+
+
 def test_the_openapi_document_declares_the_scheme_and_stays_valid(client: TestClient) -> None:
     document: dict[str, Any] = client.get("/openapi.json").json()
 
@@ -180,6 +197,20 @@ def test_the_mcp_mount_refuses_requests_without_the_token(mcp_url: str) -> None:
 
     assert (missing.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
     assert missing.headers["www-authenticate"] == 'Bearer realm="librarian"'
+
+
+@pytest.mark.anyio
+async def test_an_mcp_client_without_the_token_is_told_how_to_get_one(mcp_url: str) -> None:
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        streamable_http_client(mcp_url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        with pytest.raises(MCPError) as refused:
+            await session.initialize()
+    message = str(refused.value)
+    assert "a bearer token is required" in message and "librarian admin token create" in message
+    assert "Server returned an error response" not in message
 
 
 @pytest.mark.anyio

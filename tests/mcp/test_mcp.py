@@ -25,6 +25,7 @@ from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.knowledge.documents import DocumentDraft
 from librarian.mcp import create_mcp_server, mount_streamable_http
+from mcp import Client
 
 TOOLS = {
     "research_api_usage",
@@ -298,3 +299,22 @@ def http_url(home: Path, embedder: LocalMiniLMEmbedder) -> Iterator[str]:
 async def test_streamable_http_session(http_url: str) -> None:
     async with streamable_http_client(http_url) as (read, write), ClientSession(read, write) as session:
         await exercise(session)
+
+
+@pytest.mark.anyio
+async def test_every_tool_has_a_title_annotations_and_described_arguments(tmp_path: Path) -> None:
+    with Librarian(Settings(home=tmp_path / "home")) as lib:
+        async with Client(create_mcp_server(lib)) as client:
+            tools = (await client.list_tools()).tools
+    assert {tool.name for tool in tools} == TOOLS
+    for tool in tools:
+        assert tool.title and tool.annotations is not None, tool.name
+        assert tool.annotations.read_only_hint is not None, tool.name
+        description = tool.description or ""
+        assert description and "\n    " not in description and "Args:" not in description, tool.name
+        for name, schema in tool.input_schema.get("properties", {}).items():
+            assert schema.get("description"), f"{tool.name}.{name} has no description"
+    by_name = {tool.name: tool for tool in tools}
+    assert by_name["delete_source"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    assert by_name["research_api_usage"].annotations.read_only_hint is True  # type: ignore[union-attr]
+    assert by_name["research_api_usage"].title == "Research API usage"

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from librarian.api.auth import install_authentication
 from librarian.api.catalog_routes import catalog_router
+from librarian.api.docs_pages import install_docs_pages
 from librarian.api.incident_routes import incident_router
 from librarian.api.job_routes import job_router
 from librarian.api.knowledge_routes import caller, knowledge_router
@@ -343,7 +344,10 @@ def create_app(
         title="Librarian",
         summary="Version-correct documentation search with provenance, for AI agents.",
         version="0.1.0",
+        docs_url=None,  # served by install_docs_pages, with assets from the package (offline)
+        redoc_url=None,
     )
+    install_docs_pages(app)
     app.state.librarian = lib
     app.include_router(_health_router())
     app.include_router(_research_router(lib))

@@ -18,6 +18,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from librarian.api.docs_pages import ASSETS_PATH, DOCS_PATHS
 from librarian.config import Settings
 from librarian.errors import UnauthorizedError
 from librarian.knowledge.access import Principal, local_principal
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from librarian.app import Librarian
 
 REALM = "librarian"
+# JSON-RPC's implementation-defined server error range (-32000 to -32099): the caller is not authorised.
+UNAUTHORIZED_RPC_CODE = -32001
 SCHEME_NAME = "bearerAuth"
 
 
@@ -41,7 +44,7 @@ def configured_token(settings: Settings) -> str | None:
 def open_paths(app: FastAPI) -> frozenset[str]:
     """Paths served without a token: ``/health`` and the OpenAPI document and its viewers."""
     paths = {"/health", app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url}
-    return frozenset(path for path in paths if path)
+    return frozenset(path for path in {*paths, *DOCS_PATHS} if path)
 
 
 PRINCIPAL_KEY = "librarian_principal"
@@ -75,7 +78,8 @@ class BearerTokenMiddleware:
         self._exempt = frozenset(exempt)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in self._exempt:
+        path = scope.get("path", "")
+        if scope["type"] not in ("http", "websocket") or path in self._exempt or _is_docs_asset(path):
             await self._app(scope, receive, send)
             return
         presented = _bearer_token(scope)
@@ -97,6 +101,11 @@ class BearerTokenMiddleware:
         return self._identity.authenticate(presented.decode("utf-8", "replace"))
 
 
+def _is_docs_asset(path: str) -> bool:
+    """The docs pages' scripts and styles (public files of the package, never data)."""
+    return path.startswith(ASSETS_PATH + "/") and ".." not in path
+
+
 def principal_of(scope: Mapping[str, Any], default: Principal) -> Principal:
     """The caller the middleware resolved for a request's ``scope`` (``default`` outside HTTP)."""
     found = (scope.get("state") or {}).get(PRINCIPAL_KEY)
@@ -115,16 +124,23 @@ def _bearer_token(scope: Scope) -> bytes | None:
 
 
 async def _unauthorized(scope: Scope, send: Send, *, missing: bool) -> None:
-    """Answer 401 in the shape of every Librarian error, with the RFC 6750 challenge."""
+    """Answer 401 with the RFC 6750 challenge, in the shape the caller can show.
+
+    REST callers get Librarian's error shape. An MCP client (it accepts ``text/event-stream``) gets a
+    JSON-RPC error, which MCP clients show as the message, instead of a bare status they would
+    report as "Server returned an error response"; the challenge names no OAuth metadata, because
+    this server takes API tokens, not OAuth.
+    """
+    message = "a bearer token is required" if missing else "the bearer token is not valid"
+    hint = "send an API token as `Authorization: Bearer <token>` (`librarian admin token create`)"
     challenge = f'Bearer realm="{REALM}"' + ("" if missing else ', error="invalid_token"')
-    body = json.dumps(
-        {
-            "error": True,
-            "category": "unauthorized",
-            "message": "a bearer token is required" if missing else "the bearer token is not valid",
-            "hint": "send an API token as `Authorization: Bearer <token>` (`librarian admin token create`)",
-        }
-    ).encode("utf-8")
+    if _accepts_event_stream(scope):
+        error = {"code": UNAUTHORIZED_RPC_CODE, "message": f"Librarian: {message}; {hint}"}
+        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode("utf-8")
+    else:
+        body = json.dumps(
+            {"error": True, "category": "unauthorized", "message": message, "hint": hint}
+        ).encode()
     if scope["type"] == "websocket":  # no HTTP response can be sent on a websocket handshake
         await send({"type": "websocket.close", "code": 1008})
         return
@@ -140,6 +156,14 @@ async def _unauthorized(scope: Scope, send: Send, *, missing: bool) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _accepts_event_stream(scope: Scope) -> bool:
+    """Whether the request comes from an MCP streamable HTTP client (it accepts server-sent events)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"accept" and b"text/event-stream" in bytes(value).lower():
+            return True
+    return False
 
 
 def install_authentication(app: FastAPI, lib: Librarian) -> None:

@@ -118,7 +118,11 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
             document_id: the document's id.
             base_version: the version you read (get_document's `version`); if someone saved a newer
                 one meanwhile the edit is refused as a conflict: read it again and redo the edit.
-            title, content, document_type, category, tags: the fields to change.
+            title: a new title.
+            content: new Markdown content.
+            document_type: runbook, incident_report, documentation, wiki or solution.
+            category: a new category.
+            tags: the new tags (replacing the old ones).
 
         Returns:
             The document's fields at the new version.

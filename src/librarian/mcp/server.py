@@ -25,6 +25,7 @@ from librarian.mcp.errors import tool_errors
 from librarian.mcp.incident_tools import register_incident_tools
 from librarian.mcp.job_tools import register_job_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
+from librarian.mcp.metadata import describe_tools
 from librarian.mcp.runbook_tools import register_runbook_tools
 from librarian.mcp.tool_registry_tools import register_tool_registry_tools
 from librarian.research import feedback as feedback_store
@@ -221,6 +222,7 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
     register_incident_tools(server, lib)
     register_runbook_tools(server, lib)
     register_tool_registry_tools(server, lib)
+    describe_tools(server)
     return server
 
 
