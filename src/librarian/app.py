@@ -527,11 +527,14 @@ class Librarian:
         top_k: int = 10,
         principal: Principal | None = None,
         document_types: tuple[str, ...] = (),
+        exact_identifiers: bool = True,
     ) -> list[SearchResult]:
         """Hybrid (vector + keyword) search over the chunks passing the filters, best first.
 
         Only chunks ``principal`` may read are searched (the filter is part of both retrievers'
-        queries); by default the caller is the local organisation's implicit user.
+        queries); by default the caller is the local organisation's implicit user. With
+        ``exact_identifiers``, chunks holding a distinctive identifier of the query as written
+        (an option, an error code, a dotted or snake_case name) come first, scored 1.0.
 
         Raises:
             InvalidInputError: an empty query or a ``top_k`` outside 1..1000.
@@ -559,7 +562,9 @@ class Librarian:
             document_types=tuple(document_types),
             access=caller.grants,
         )
-        hits = self.retriever.retrieve(self.vectors.active(), query, top_k, where)
+        hits = self.retriever.retrieve(
+            self.vectors.active(), query, top_k, where, exact_identifiers=exact_identifiers
+        )
         with self.sessions() as session:
             chunks = repository.chunks_by_ids(session, [hit.chunk_id for hit in hits])
         results = []

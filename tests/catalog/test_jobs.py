@@ -3,19 +3,23 @@ sources outside the server's policy; and their REST and MCP routes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
+from typer.testing import CliRunner
 
 from librarian.api import create_app
 from librarian.app import Librarian
 from librarian.catalog.jobs import STALE_SECONDS, IngestRequest
 from librarian.catalog.models import IngestJob
 from librarian.catalog.policy import SourcePolicy
+from librarian.cli.main import app
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import ConflictError, InvalidInputError, NotFoundError
@@ -191,3 +195,43 @@ async def test_an_agent_adds_documentation_and_follows_its_job(lib: Librarian, t
     strict = create_mcp_server(lib)  # the default policy: public git URLs only
     async with Client(strict) as client:
         assert (await client.call_tool("add_source", {"uri": str(docs)})).is_error
+
+
+def test_the_jobs_command_lists_shows_resumes_and_refuses_to_cancel_a_finished_job(
+    settings: Settings, embedder: LocalMiniLMEmbedder, tmp_path: Path
+) -> None:
+    docs = many_files(tmp_path / "docs", 2)
+    stale = utcnow() - timedelta(seconds=STALE_SECONDS + 5)
+    with Librarian(settings, embedder=embedder) as lib:
+        me = lib.default_principal
+        with lib.sessions.begin() as session:
+            session.add(
+                IngestJob(
+                    id="feedface" * 4,
+                    kind="ingest",
+                    status="running",
+                    organization_id=me.organization_id,
+                    created_by=me.user_id,
+                    request={
+                        **IngestRequest(uri=str(docs)).to_dict(),
+                        "policy": SourcePolicy.of([tmp_path]).to_dict(),
+                    },
+                    progress={},
+                    cancel_requested=False,
+                    created_at=stale,
+                    heartbeat_at=stale,
+                )
+            )
+    runner = CliRunner()
+
+    def cli(*args: str, code: int = 0) -> Any:
+        result = runner.invoke(app, ["--home", str(settings.home), *args, "--json"])
+        assert result.exit_code == code, (result.stdout, result.stderr)
+        return json.loads(result.stdout) if code == 0 else result.stderr
+
+    [listed] = cli("jobs", "list")["jobs"]
+    assert listed["status"] == "interrupted"
+    resumed = cli("jobs", "resume", "feedface" * 4)
+    assert resumed["status"] == "succeeded" and resumed["resumed_from"] == "feedface" * 4
+    assert cli("jobs", "show", resumed["id"])["result"]["added"] == 2
+    assert "already finished" in cli("jobs", "cancel", resumed["id"], code=1)

@@ -35,6 +35,7 @@ from librarian.cli.common import (
 from librarian.cli.connectors import crawl, ingest_cli, ingest_openapi, ingest_package
 from librarian.cli.demo import demo
 from librarian.cli.incidents import incidents_app, solutions_app
+from librarian.cli.jobs import jobs_app
 from librarian.cli.knowledge import knowledge_app
 from librarian.cli.refresh import refresh, refresh_interval, schedule
 from librarian.cli.research import feedback, research, sdks
@@ -65,6 +66,7 @@ app.add_typer(solutions_app, name="solutions")
 app.add_typer(runbook_app, name="runbook")
 app.add_typer(tools_app, name="tools")
 app.add_typer(verbs_app, name="verbs")
+app.add_typer(jobs_app, name="jobs")
 app.command("worker")(worker)
 
 

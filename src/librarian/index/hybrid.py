@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.base import SearchFilter, Vector, VectorIndex
 from librarian.index.exact import ExactScopeSearch
+from librarian.index.identifiers import lookup_identifiers
 from librarian.index.lexical import LexicalIndex
 
 
@@ -61,6 +62,22 @@ def fuse(
     return fused
 
 
+def exact_first(fused: list[FusedHit], exact: list[int]) -> list[FusedHit]:
+    """``fused`` with the chunks of ``exact`` first (scored 1.0, the highest fused score), the rest after.
+
+    An exact chunk neither retriever ranked joins with no retriever score.
+    """
+    if not exact:
+        return fused
+    held = set(exact)
+    ranked = [replace(hit, score=1.0) for hit in fused if hit.chunk_id in held]  # in their fused order
+    known = {hit.chunk_id for hit in ranked}
+    unranked = [FusedHit(chunk_id, 1.0, None, None) for chunk_id in exact if chunk_id not in known]
+    return ranked + unranked + [hit for hit in fused if hit.chunk_id not in held]
+
+
+# A query identifier held by more chunks than this is common (``--help``): it changes nothing.
+EXACT_MAX_CHUNKS = 20
 GrantsOf = Callable[[Sequence[int]], dict[int, list[str]]]
 # How many nearest neighbours to read, per result wanted, before checking the caller's grants.
 ACCESS_OVERFETCH = 3
@@ -95,9 +112,20 @@ class HybridRetriever:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="librarian-lexical")
 
     def retrieve(
-        self, vectors: VectorIndex, query: str, top_k: int, where: SearchFilter | None = None
+        self,
+        vectors: VectorIndex,
+        query: str,
+        top_k: int,
+        where: SearchFilter | None = None,
+        *,
+        exact_identifiers: bool = True,
     ) -> list[FusedHit]:
         """The ``top_k`` best chunks for ``query`` passing ``where``.
+
+        With ``exact_identifiers``, chunks that hold an identifier of the query as written
+        (``get_object_tagging``, ``--max-retries``, ``E1107``; :mod:`librarian.index.identifiers`)
+        come first, when the query is about its identifiers (few other words) and the identifier is
+        distinctive (at most :data:`EXACT_MAX_CHUNKS` chunks hold it).
 
         The lexical query runs on a worker thread while this one embeds the query and searches
         vectors: both spend their time outside the GIL (SQLite, torch), so on two cores the slower
@@ -107,6 +135,8 @@ class HybridRetriever:
         lexical_future: Future[list[tuple[int, float]]] | None = None
         if self._vector_weight < 1:
             lexical_future = self._worker.submit(self._lexical.query, query, k, where)
+        identifiers = lookup_identifiers(query) if exact_identifiers else []
+        exact_future = self._worker.submit(self._exact_chunks, identifiers, where) if identifiers else None
         query_vector = self._cache.embed_query(query)[0]
         vector_hits: list[tuple[int, float]] = []
         if self._vector_weight > 0:
@@ -117,7 +147,19 @@ class HybridRetriever:
             )
             vector_hits = exact if exact is not None else self._vector_hits(vectors, query_vector, k, where)
         lexical_hits = lexical_future.result() if lexical_future is not None else []
-        return fuse(vector_hits, lexical_hits, self._vector_weight)[:top_k]
+        fused = fuse(vector_hits, lexical_hits, self._vector_weight)
+        if exact_future is not None:
+            fused = exact_first(fused, exact_future.result())
+        return fused[:top_k]
+
+    def _exact_chunks(self, identifiers: list[str], where: SearchFilter | None) -> list[int]:
+        """The chunks holding a distinctive identifier of the query (none for a common one)."""
+        found: list[int] = []
+        for identifier in identifiers:
+            holders = self._lexical.containing(identifier, EXACT_MAX_CHUNKS + 1, where)
+            if len(holders) <= EXACT_MAX_CHUNKS:
+                found += [chunk_id for chunk_id in holders if chunk_id not in found]
+        return found
 
     def _vector_hits(
         self, vectors: VectorIndex, query_vector: Vector, k: int, where: SearchFilter | None

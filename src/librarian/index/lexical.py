@@ -7,6 +7,7 @@ Both live in the relational store itself and are maintained in the same transact
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Protocol
 
 from sqlalchemy import Engine, text
@@ -28,6 +29,22 @@ class LexicalIndex(Protocol):
     def query(self, query: str, k: int, where: SearchFilter | None = None) -> list[tuple[int, float]]:
         """The ``k`` best keyword matches of ``query`` that pass ``where``."""
         ...
+
+    def containing(self, literal: str, k: int, where: SearchFilter | None = None) -> list[int]:
+        """Up to ``k`` chunks passing ``where`` whose title or text holds ``literal`` as written
+        (case aside): the exact-identifier lookup of hybrid search."""
+        ...
+
+
+# The words of an identifier as both lexical indexes split it (letters and digits).
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def _scoped(match: str, where: SearchFilter) -> str:
+    """An FTS5 ``match`` restricted to the filter's scope tokens (values and access grants)."""
+    scope = [f"search_scope : {token}" for token in filter_tokens(where)]
+    scope += [f"search_scope : ({' OR '.join(group)})" for group in any_of_groups(where)]
+    return " AND ".join([*scope, f"({match})"]) if scope else match
 
 
 def _date_clauses(where: SearchFilter, params: dict[str, object], column: str) -> str:
@@ -54,11 +71,7 @@ class Fts5LexicalIndex:
         if not terms:
             return []
         any_term = " OR ".join(f'"{term}"' for term in terms)
-        match = f"{{search_title content}} : ({any_term})"
-        scope = [f"search_scope : {token}" for token in filter_tokens(where)]
-        scope += [f"search_scope : ({' OR '.join(group)})" for group in any_of_groups(where)]
-        if scope:
-            match = " AND ".join([*scope, f"({match})"])
+        match = _scoped(f"{{search_title content}} : ({any_term})", where)
         params: dict[str, object] = {"match": match, "k": k}
         sql = (
             f"SELECT chunks_fts.rowid, bm25(chunks_fts, {TITLE_WEIGHT}, {CONTENT_WEIGHT}, 0.0) AS rank "
@@ -75,6 +88,29 @@ class Fts5LexicalIndex:
         sql += f"WHERE chunks_fts MATCH :match{dates} ORDER BY rank LIMIT :k"
         rows = _fetch(self._engine, sql, params)
         return [(int(row[0]), -float(row[1])) for row in rows]
+
+    def containing(self, literal: str, k: int, where: SearchFilter | None = None) -> list[int]:
+        """Chunks whose words form ``literal``'s words as a phrase, then hold it exactly."""
+        where = where or SearchFilter()
+        words = _WORDS.findall(literal.lower())
+        if not words:
+            return []
+        phrase = " ".join(words)
+        params: dict[str, object] = {
+            "match": _scoped(f'{{search_title content}} : "{phrase}"', where),
+            "literal": literal.lower(),
+            "k": k,
+        }
+        dates = _date_clauses(where, params, "chunks.last_fetched_at")
+        for key in ("fetched_after", "fetched_before"):
+            if key in params:
+                params[key] = params[key].strftime("%Y-%m-%d %H:%M:%S.%f")  # type: ignore[attr-defined]
+        sql = (
+            "SELECT chunks.id FROM chunks_fts JOIN chunks ON chunks.id = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH :match{dates} AND (instr(lower(chunks.content), :literal) > 0 "
+            "OR instr(lower(chunks.search_title), :literal) > 0) ORDER BY chunks.id LIMIT :k"
+        )
+        return [int(row[0]) for row in _fetch(self._engine, sql, params)]
 
 
 # Chunks the planner may expect the matching terms to select before the rarest terms alone are used to
@@ -110,23 +146,7 @@ class PostgresLexicalIndex:
             "match": " | ".join(self._selective(terms)),
             "k": k,
         }
-        clauses = ""
-        for field in ("sdk_name", "sdk_version", "document_type", "category"):
-            value = getattr(where, field)
-            if value is not None:
-                clauses += f" AND {field} = :{field}"
-                params[field] = value
-        if where.tags:
-            clauses += " AND tags @> CAST(:tags AS jsonb)"
-            params["tags"] = _json_list(where.tags)
-        if where.document_types:
-            clauses += " AND document_type = ANY(:document_types)"
-            params["document_types"] = sorted(set(where.document_types))
-        if where.access is not None:
-            # jsonb ?| (any of the caller's grants) is served by the GIN index on access_grants.
-            clauses += " AND access_grants ?| CAST(:grants AS text[])"
-            params["grants"] = sorted(set(where.access))
-        clauses += _date_clauses(where, params, "last_fetched_at")
+        clauses = _pg_clauses(where, params)
         sql = (
             "SELECT id, ts_rank(search_vector, q) AS rank "
             "FROM chunks, to_tsquery('english', :tsquery) AS q, to_tsquery('english', :match) AS m "
@@ -134,6 +154,21 @@ class PostgresLexicalIndex:
         )
         rows = _fetch(self._engine, sql, params)
         return [(int(row[0]), float(row[1])) for row in rows]
+
+    def containing(self, literal: str, k: int, where: SearchFilter | None = None) -> list[int]:
+        """Chunks whose search vector holds ``literal``'s words as a phrase, then hold it exactly."""
+        where = where or SearchFilter()
+        words = _WORDS.findall(literal.lower())
+        if not words:
+            return []
+        params: dict[str, object] = {"phrase": " ".join(words), "literal": literal.lower(), "k": k}
+        clauses = _pg_clauses(where, params)
+        sql = (
+            "SELECT id FROM chunks WHERE search_vector @@ phraseto_tsquery('english', :phrase)"
+            f"{clauses} AND (strpos(lower(content), :literal) > 0 "
+            "OR strpos(lower(search_title), :literal) > 0) ORDER BY id LIMIT :k"
+        )
+        return [int(row[0]) for row in _fetch(self._engine, sql, params)]
 
     def _selective(self, terms: list[str]) -> list[str]:
         """The rarest terms whose expected matches stay under the budget (at least one)."""
@@ -176,6 +211,28 @@ class PostgresLexicalIndex:
             chosen.append(term)
             expected += rows
         return chosen
+
+
+def _pg_clauses(where: SearchFilter, params: dict[str, object]) -> str:
+    """The filter as SQL conditions on ``chunks`` (PostgreSQL), parameters added to ``params``."""
+    clauses = ""
+    for field in ("sdk_name", "sdk_version", "document_type", "category"):
+        value = getattr(where, field)
+        if value is not None:
+            clauses += f" AND {field} = :{field}"
+            params[field] = value
+    if where.tags:
+        clauses += " AND tags @> CAST(:tags AS jsonb)"
+        params["tags"] = _json_list(where.tags)
+    if where.document_types:
+        clauses += " AND document_type = ANY(:document_types)"
+        params["document_types"] = sorted(set(where.document_types))
+    if where.access is not None:
+        # jsonb ?| (any of the caller's grants) is served by the GIN index on access_grants.
+        clauses += " AND access_grants ?| CAST(:grants AS text[])"
+        params["grants"] = sorted(set(where.access))
+    clauses += _date_clauses(where, params, "last_fetched_at")
+    return clauses
 
 
 def _fetch(engine: Engine, sql: str, params: dict[str, object]) -> list[tuple[Any, ...]]:
