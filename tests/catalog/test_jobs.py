@@ -47,6 +47,28 @@ def many_files(root: Path, count: int) -> Path:
     return root
 
 
+def stale_job(lib: Librarian, job_id: str, docs: Path, root: Path) -> None:
+    """What a server killed mid-job leaves behind: a running job whose heartbeat stopped."""
+    me = lib.default_principal
+    stale = utcnow() - timedelta(seconds=STALE_SECONDS + 5)
+    request = IngestRequest(uri=str(docs), sdk_name="tool", sdk_version="1")
+    with lib.sessions.begin() as session:
+        session.add(
+            IngestJob(
+                id=job_id,
+                kind="ingest",
+                status="running",
+                organization_id=me.organization_id,
+                created_by=me.user_id,
+                request={**request.to_dict(), "policy": SourcePolicy.of([root]).to_dict()},
+                progress={"stage": "files", "done": 1, "total": 2},
+                cancel_requested=False,
+                created_at=stale,
+                heartbeat_at=stale,
+            )
+        )
+
+
 def documents(lib: Librarian) -> int:
     with lib.sessions() as session:
         return (
@@ -79,23 +101,7 @@ def test_a_job_runs_reports_and_is_kept_across_a_restart(
 def test_a_job_whose_process_died_reads_interrupted_and_resumes(lib: Librarian, tmp_path: Path) -> None:
     docs = many_files(tmp_path / "docs", 4)
     me = lib.default_principal
-    stale = utcnow() - timedelta(seconds=STALE_SECONDS + 5)
-    request = IngestRequest(uri=str(docs), sdk_name="tool", sdk_version="1")
-    with lib.sessions.begin() as session:  # what a server killed mid-job leaves behind
-        session.add(
-            IngestJob(
-                id="deadbeef" * 4,
-                kind="ingest",
-                status="running",
-                organization_id=me.organization_id,
-                created_by=me.user_id,
-                request={**request.to_dict(), "policy": SourcePolicy.of([tmp_path]).to_dict()},
-                progress={"stage": "files", "done": 2, "total": 4},
-                cancel_requested=False,
-                created_at=stale,
-                heartbeat_at=stale,
-            )
-        )
+    stale_job(lib, "deadbeef" * 4, docs, tmp_path)
     assert lib.jobs.get(me, "deadbeef" * 4)["status"] == "interrupted"
     resumed = lib.jobs.resume(me, "deadbeef" * 4)
     assert resumed["resumed_from"] == "deadbeef" * 4
@@ -201,27 +207,8 @@ def test_the_jobs_command_lists_shows_resumes_and_refuses_to_cancel_a_finished_j
     settings: Settings, embedder: LocalMiniLMEmbedder, tmp_path: Path
 ) -> None:
     docs = many_files(tmp_path / "docs", 2)
-    stale = utcnow() - timedelta(seconds=STALE_SECONDS + 5)
     with Librarian(settings, embedder=embedder) as lib:
-        me = lib.default_principal
-        with lib.sessions.begin() as session:
-            session.add(
-                IngestJob(
-                    id="feedface" * 4,
-                    kind="ingest",
-                    status="running",
-                    organization_id=me.organization_id,
-                    created_by=me.user_id,
-                    request={
-                        **IngestRequest(uri=str(docs)).to_dict(),
-                        "policy": SourcePolicy.of([tmp_path]).to_dict(),
-                    },
-                    progress={},
-                    cancel_requested=False,
-                    created_at=stale,
-                    heartbeat_at=stale,
-                )
-            )
+        stale_job(lib, "feedface" * 4, docs, tmp_path)
     runner = CliRunner()
 
     def cli(*args: str, code: int = 0) -> Any:

@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from librarian.app import Librarian
 from librarian.budget import MAX_CHARS, MAX_TOP_K, MIN_CHARS, fit
 from librarian.catalog.policy import SourcePolicy
 from librarian.cli import common
@@ -330,27 +331,44 @@ def eval_tools(
     )
 
 
+# What remote callers (POST /sources, MCP's add_source) may ask the server to ingest.
+AllowPaths = Annotated[
+    list[Path] | None,
+    typer.Option("--allow-path", help="Local folder POST /sources and add_source may ingest (repeatable)."),
+]
+AllowPrivateUrls = Annotated[
+    bool,
+    typer.Option(
+        "--allow-private-urls", help="Let remote callers' sources clone from loopback/private hosts."
+    ),
+]
+AllowSshSources = Annotated[
+    bool,
+    typer.Option(
+        "--allow-ssh-sources", help="Let remote callers' sources clone over ssh (never with your keys)."
+    ),
+]
+
+
+def _source_policy(lib: Librarian, paths: list[Path] | None, private: bool, ssh: bool) -> SourcePolicy:
+    return SourcePolicy.of(
+        paths or (),
+        allow_private=private,
+        allow_ssh=ssh,
+        allowed_private_hosts=lib.settings.allowed_private_hosts,
+    )
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
-    allow_path: Annotated[
-        list[Path] | None,
-        typer.Option("--allow-path", help="Local folder POST /sources may ingest (repeatable)."),
-    ] = None,
+    allow_path: AllowPaths = None,
     mcp: Annotated[
         bool, typer.Option("--mcp/--no-mcp", help="Also serve MCP over streamable HTTP at /mcp.")
     ] = True,
-    allow_private_urls: Annotated[
-        bool,
-        typer.Option("--allow-private-urls", help="Let POST /sources clone from loopback/private hosts."),
-    ] = False,
-    allow_ssh_sources: Annotated[
-        bool,
-        typer.Option(
-            "--allow-ssh-sources", help="Let POST /sources clone over ssh (never with the server's keys)."
-        ),
-    ] = False,
+    allow_private_urls: AllowPrivateUrls = False,
+    allow_ssh_sources: AllowSshSources = False,
 ) -> None:
     """Serve the REST API (OpenAPI at /docs) and, by default, MCP over streamable HTTP at /mcp."""
     import uvicorn
@@ -370,12 +388,7 @@ def serve(
             allow_ssh=allow_ssh_sources,
         )
         if mcp:
-            policy = SourcePolicy.of(
-                allow_path or (),
-                allow_private=allow_private_urls,
-                allow_ssh=allow_ssh_sources,
-                allowed_private_hosts=lib.settings.allowed_private_hosts,
-            )
+            policy = _source_policy(lib, allow_path, allow_private_urls, allow_ssh_sources)
             mount_streamable_http(api, create_mcp_server(lib, policy), host=host)
         # Runbook runs whose process died go on here; waits past their deadline time out.
         lib.runbooks.start_sweeper()
@@ -402,17 +415,9 @@ def _listen(host: str, port: int) -> socket.socket:
 
 @app.command(name="mcp")
 def mcp_stdio(
-    allow_path: Annotated[
-        list[Path] | None,
-        typer.Option("--allow-path", help="Local folder the add_source tool may ingest (repeatable)."),
-    ] = None,
-    allow_private_urls: Annotated[
-        bool, typer.Option("--allow-private-urls", help="Let add_source clone from loopback/private hosts.")
-    ] = False,
-    allow_ssh_sources: Annotated[
-        bool,
-        typer.Option("--allow-ssh-sources", help="Let add_source clone over ssh (never with your keys)."),
-    ] = False,
+    allow_path: AllowPaths = None,
+    allow_private_urls: AllowPrivateUrls = False,
+    allow_ssh_sources: AllowSshSources = False,
 ) -> None:
     """Serve MCP over stdio, for agents that launch Librarian as a subprocess.
 
@@ -421,13 +426,7 @@ def mcp_stdio(
     from librarian.mcp import run_stdio
 
     with librarian() as lib:
-        policy = SourcePolicy.of(
-            allow_path or (),
-            allow_private=allow_private_urls,
-            allow_ssh=allow_ssh_sources,
-            allowed_private_hosts=lib.settings.allowed_private_hosts,
-        )
-        run_stdio(lib, policy)
+        run_stdio(lib, _source_policy(lib, allow_path, allow_private_urls, allow_ssh_sources))
 
 
 app.command()(tour)
