@@ -109,6 +109,9 @@ def test_a_job_whose_process_died_reads_interrupted_and_resumes(lib: Librarian, 
     assert documents(lib) == 4
     with pytest.raises(ConflictError, match="succeeded"):
         lib.jobs.resume(me, resumed["id"])
+    with pytest.raises(ConflictError, match="already resumed"):
+        lib.jobs.resume(me, "deadbeef" * 4)
+    assert lib.jobs.get(me, "deadbeef" * 4)["finished_at"] is not None
 
 
 def test_cancelling_stops_the_ingest_and_keeps_what_it_wrote(lib: Librarian, tmp_path: Path) -> None:

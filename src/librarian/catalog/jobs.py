@@ -172,12 +172,15 @@ class IngestJobs:
             status = effective_status(row)
             stored = dict(row.request or {})
             kind = row.kind
+            successor = session.scalar(select(IngestJob.id).where(IngestJob.resumed_from == job_id))
         if not can_change(principal, row.organization_id, row.created_by):
             raise NotFoundError(f"no job {job_id!r} you may resume")
         if status in ("queued", "running", "succeeded"):
             raise ConflictError(
                 f"job {job_id} is {status}: only an interrupted, failed or cancelled job resumes"
             )
+        if successor is not None:
+            raise ConflictError(f"job {job_id} was already resumed as job {successor}", hint="read that job")
         if kind == "refresh":
             job = self.submit_refresh(principal, str(stored["selector"]))
         else:
@@ -187,6 +190,9 @@ class IngestJobs:
             new = session.scalar(select(IngestJob).where(IngestJob.id == job["id"]))
             if new is not None:
                 new.resumed_from = job_id
+            old = session.scalar(select(IngestJob).where(IngestJob.id == job_id))
+            if old is not None and old.status in ("queued", "running"):  # its process died: say so
+                old.status, old.finished_at = "interrupted", utcnow()
         return {**job, "resumed_from": job_id}
 
     # -- reading --------------------------------------------------------------------------------

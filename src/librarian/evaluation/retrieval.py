@@ -94,12 +94,18 @@ def _file_name(doc_id: str, taken: set[str]) -> str:
 
 
 def evaluate_retrieval(
-    directory: Path, settings: Settings, top_k: int = 10, *, database_url: str | None = None
+    directory: Path,
+    settings: Settings,
+    top_k: int = 10,
+    *,
+    database_url: str | None = None,
+    exact_identifiers: bool = True,
 ) -> dict[str, Any]:
     """Index the dataset in a throwaway store and return the metrics (percent) and latencies (ms).
 
     ``database_url`` names an empty database to use instead of a throwaway SQLite file (to measure
-    the PostgreSQL backend; ``bench/retrieval_postgres.py``).
+    the PostgreSQL backend; ``bench/retrieval_postgres.py``). ``exact_identifiers`` is search's
+    exact-identifier lookup (off measures fusion alone; ``bench/exact_identifiers.py``).
     """
     dataset = load_beir(directory)
     with tempfile.TemporaryDirectory(prefix="librarian-eval-") as scratch:
@@ -125,7 +131,7 @@ def evaluate_retrieval(
             latencies: list[float] = []
             for query_id, query in dataset.queries.items():
                 started = time.perf_counter()
-                results = lib.search(query, top_k=max(top_k * 3, 30))
+                results = lib.search(query, top_k=max(top_k * 3, 30), exact_identifiers=exact_identifiers)
                 latencies.append((time.perf_counter() - started) * 1000)
                 ranked: list[str] = []
                 for result in results:
@@ -149,6 +155,7 @@ def evaluate_retrieval(
             "documents": len(dataset.corpus),
             "ingest_seconds": round(ingest_seconds, 2),
             "vector_weight": settings.hybrid_vector_weight,
+            "exact_identifiers": exact_identifiers,
         }
     )
     return metrics
