@@ -568,3 +568,48 @@ def test_a_help_section_after_the_options_joins_the_description() -> None:
     assert page.description.startswith("Locks the project dependencies.")
     assert "By default, packages that have already been added" in page.description
     assert [option.name for option in page.options] == ["--regenerate"]
+
+
+def test_git_is_walked_from_its_full_listing_not_only_its_common_commands() -> None:
+    """``git --help`` lists 22 common commands and points at ``git help -a`` for the rest."""
+    assert GIT is not None
+    result = walk_cli_help(GIT, max_depth=1)
+
+    names = {command.name for command in result.commands}
+    assert {"stash", "remote", "cherry-pick", "config", "commit"} <= names
+    assert len(names) > 100
+    assert "stash" in _command(result).subcommands
+
+
+_FULL_LISTING_CLI = """\
+#!{python}
+import sys
+args = sys.argv[1:]
+common = (
+    "Usage: tool <command>\\n\\nCommon commands:\\n  build    Build it\\n\\n"
+    "See 'tool help -a' for all commands.\\n"
+)
+listing = "All commands\\n   build    Build it\\n   ship     Ship it\\n   audit    Audit it\\n"
+if args in (["--help"], []):
+    print(common)
+elif args == ["help", "-a"]:
+    print(listing)
+elif len(args) == 2 and args[1] == "--help":
+    page = "Usage: tool {{}} [--fast]\\n\\n{{}} the project.\\n\\nOptions:\\n  --fast  Go fast\\n"
+    print(page.format(args[0], args[0]))
+else:
+    sys.exit(2)
+"""
+
+
+def test_a_full_listing_the_root_page_advertises_is_walked(tmp_path: Path) -> None:
+    program = tmp_path / "tool"
+    program.write_text(_FULL_LISTING_CLI.format(python=sys.executable), encoding="utf-8")
+    program.chmod(0o755)
+
+    result = walk_cli_help(str(program), max_depth=1)
+
+    by_name = {command.name: command for command in result.commands}
+    assert set(by_name) == {"", "build", "ship", "audit"}, [p.reason for p in result.problems]
+    assert by_name[""].subcommands == ["build", "ship", "audit"]
+    assert "--fast" in {option.name for option in by_name["audit"].options}

@@ -20,7 +20,8 @@ def _report(report: IngestReport, as_json: bool) -> None:
         stdout.print(
             f"[bold]{escape(report.uri)}[/]: {report.status} — {report.files_seen} entities, "
             f"{report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
-            f"{report.deleted} deleted; {report.chunks_written} chunks in {report.seconds:.1f} s",
+            f"{report.deleted} deleted, {len(report.problems)} skipped; {report.chunks_written} chunks "
+            f"in {report.seconds:.1f} s",
             highlight=False,
         )
         for problem in report.problems:

@@ -299,6 +299,9 @@ class _Walker:
             re.compile(rf"(?m)^\s*{tool}\s+help\s+([A-Za-z0-9][\w-]*)\s*$"),
             re.compile(rf"(?m)^\s*([A-Za-z0-9][\w-]*):\s+{tool}\s+\[?\1\b"),
         )
+        # A root page that lists only common commands may name the command listing them all
+        # ("'git help -a' and 'git help -g' list available subcommands"): only those forms are run.
+        self._full_listing = re.compile(rf"(?<![\w/-]){tool}\s+(help\s+-a|help\s+--all|--help-all)\b")
 
     def doc_path(self, path: tuple[str, ...]) -> str:
         return "/".join(path) or self._name
@@ -339,6 +342,8 @@ class _Walker:
             named = [] if path or page.subcommands else self._commands_named_in(text)
             if not path and not page.subcommands and not named:
                 named = self._commands_listed_by(page)
+            if not path:
+                named = _union(page.subcommands or named, self._commands_in_full_listing(text))
             # A root page that only names its commands ("TOOL help CMD") is help, if the run succeeded.
             if not (
                 looks_like_help(page, text, out.returncode, parent_text, killed=out.truncated)
@@ -360,7 +365,7 @@ class _Walker:
                 examples=page.examples,
             )
             problems = [SourceProblem(self.doc_path(path), capped)] if out.truncated else []
-            return _Fetched(command, text, page.subcommands or named, problems)
+            return _Fetched(command, text, named if not path else page.subcommands, problems)
         return self._failed(path, "no help strategy printed help: " + ("; ".join(failures) or "none applied"))
 
     def _commands_listed_by(self, page: HelpPage) -> list[tuple[str, str]]:
@@ -377,6 +382,19 @@ class _Walker:
             return []
         try:
             out = self._sandbox.run((words[0],))
+        except OSError:
+            return []
+        if out.returncode != 0 or out.timed_out:
+            return []
+        return parse_help(clean_help_text(out.stdout) or clean_help_text(out.stderr)).subcommands
+
+    def _commands_in_full_listing(self, text: str) -> list[tuple[str, str]]:
+        """The commands of the full listing the root page advertises (``git help -a``), if any."""
+        found = self._full_listing.search(text)
+        if found is None:
+            return []
+        try:
+            out = self._sandbox.run(tuple(found.group(1).split()))
         except OSError:
             return []
         if out.returncode != 0 or out.timed_out:
@@ -403,6 +421,12 @@ class _Walker:
             self._learned[depth] = tuple(
                 s for s in _STRATEGIES if s.args(path) == args and (self._advertised or not s.advertised_only)
             )
+
+
+def _union(first: list[tuple[str, str]], more: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``first``, then the commands of ``more`` it lacks, each name once."""
+    names = {name for name, _ in first}
+    return [*first, *((name, summary) for name, summary in more if name not in names)]
 
 
 def _why_not_help(text: str, returncode: int, parent_text: str | None) -> str:
