@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from librarian.app import Librarian
+from librarian.cli.answers import json_text
 from librarian.config import Settings
 from librarian.errors import LibrarianError
 
@@ -73,7 +73,7 @@ def handle_errors() -> Iterator[None]:
 
 def print_json(data: Any) -> None:
     """Write ``data`` as JSON on stdout (no colour, no wrapping), for scripts and agents."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.write(json_text(data) + "\n")
 
 
 @contextmanager

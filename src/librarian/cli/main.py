@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -21,6 +23,7 @@ from librarian.budget import MAX_CHARS, MAX_TOP_K, MIN_CHARS, fit
 from librarian.catalog.policy import SourcePolicy
 from librarian.cli import common
 from librarian.cli.admin import admin_app
+from librarian.cli.answers import print_search
 from librarian.cli.catalog import delete_source, libraries, page
 from librarian.cli.common import (
     EXIT_PARTIAL,
@@ -50,6 +53,10 @@ from librarian.evaluation.retrieval import evaluate_retrieval
 from librarian.evaluation.tools import evaluate_tools
 from librarian.ingest.pipeline import IngestReport
 from librarian.ingest.sources.git import version_from_ref
+from librarian.server_file import remove_server_file, write_server_file
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 app = typer.Typer(
     name="librarian",
@@ -201,22 +208,7 @@ def search(
     if as_json:
         print_json(shown)
         return
-    results = results[: len(shown)]
-    if not results:
-        stdout.print("no results", style="yellow")
-    for rank, result in enumerate(results, start=1):
-        label = " ".join(filter(None, [result.sdk_name, result.sdk_version]))
-        stdout.print(
-            f"[bold cyan]{rank}. {escape(result.entity_name or result.section_path or '(untitled)')}[/]"
-            f"  [dim]{escape(label)}  score {result.score:.3f}[/]",
-            highlight=False,
-        )
-        stdout.print(f"   [dim]{escape(result.source_url)}[/]", highlight=False)
-        snippet = result.content.strip()
-        stdout.print(
-            "   " + escape(snippet[:400] + ("…" if len(snippet) > 400 else "")).replace("\n", "\n   ")
-        )
-        stdout.print()
+    print_search(stdout, shown)
 
 
 @app.command()
@@ -394,7 +386,37 @@ def serve(
         lib.runbooks.start_sweeper()
         # Bound here, not by uvicorn, so a port in use is one clear error instead of a log line.
         listener = _listen(host, port)
+        _advertise(api, lib.settings.home, _local_url(host, listener.getsockname()[1]))
         uvicorn.Server(uvicorn.Config(api, host=host, port=port)).run(sockets=[listener])
+
+
+def _advertise(api: FastAPI, home: Path, url: str) -> None:
+    """Leave the server's address in ``home`` while it serves, for one-shot CLI commands (cli/fast.py).
+
+    Written and removed by the app's lifespan: uvicorn re-raises SIGTERM once it has shut down, so
+    code after ``Server.run`` would never run.
+    """
+    previous = api.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        async with previous(app) as state:
+            write_server_file(home, url)
+            try:
+                yield state
+            finally:
+                remove_server_file(home)
+
+    api.router.lifespan_context = lifespan
+
+
+def _local_url(host: str, port: int) -> str:
+    """How a client on this machine reaches a server bound to ``host``."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from librarian.budget import MAX_CHARS, MIN_CHARS
+from librarian.cli.answers import print_research
 from librarian.cli.common import librarian, print_json, stdout
 from librarian.research.feedback import record_feedback
 from librarian.research.sdks import indexed_sdks
@@ -41,22 +42,7 @@ def research(
     if as_json:
         print_json(result)
         return
-    stdout.print(f"[bold]{escape(result['summary'])}[/]", highlight=False)
-    stdout.print(
-        f"confidence {result['confidence_score']:.2f}; version {result['resolved_version']} "
-        f"([dim]{escape(result['version_note'])}[/])",
-        highlight=False,
-    )
-    for rank, snippet in enumerate(result["snippets"], start=1):
-        flags = f" [red]flags: {', '.join(snippet['flags'])}[/]" if snippet["flags"] else ""
-        stdout.print(
-            f"\n[cyan]{rank}. {escape(snippet['entity_name'] or '')}[/] [dim]{snippet['score']:.3f} "
-            f"{escape(snippet['source_url'])} ({snippet['trust_level']})[/]{flags}",
-            highlight=False,
-        )
-        stdout.print("   " + escape(snippet["content"][:500]).replace("\n", "\n   "), highlight=False)
-    for suggestion in result["fallback_suggestions"]:
-        stdout.print(f"[yellow]suggestion:[/] {escape(suggestion)}", highlight=False)
+    print_research(stdout, result)
 
 
 def sdks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
