@@ -78,7 +78,7 @@ def print_json(data: Any) -> None:
 
 @contextmanager
 def progress_bar(description: str, enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A rich progress bar on stderr; yields a callback ``(stage, done, total)``."""
+    """A rich progress bar on stderr naming the stage (files, queries...); yields ``(stage, done, total)``."""
     if not enabled or not stderr.is_terminal:
         yield lambda _stage, _done, _total: None
         return
@@ -92,7 +92,7 @@ def progress_bar(description: str, enabled: bool) -> Iterator[Callable[[str, int
     ) as bar:
         task = bar.add_task(description, total=None)
 
-        def update(_stage: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+        def update(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{description}: {stage}", completed=done, total=total)
 
         yield update

@@ -276,8 +276,8 @@ def eval_retrieval(
     as_json: JsonOption = False,
 ) -> None:
     """Index a BEIR dataset in a throwaway store and report Hit@k, Recall@k, NDCG@10, MRR@10, latency."""
-    with common.handle_errors():
-        metrics = evaluate_retrieval(dataset, common.load_settings())
+    with common.handle_errors(), progress_bar("evaluating", enabled=not as_json) as progress:
+        metrics = evaluate_retrieval(dataset, common.load_settings(), progress=progress)
     if as_json:
         print_json(metrics)
         return

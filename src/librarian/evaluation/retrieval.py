@@ -20,6 +20,7 @@ from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.errors import InvalidInputError, NotFoundError
 from librarian.evaluation.metrics import hit_at, mrr_at, ndcg_at, percentile, recall_at
+from librarian.ingest.pipeline import ProgressCallback
 
 
 @dataclass(frozen=True)
@@ -100,12 +101,14 @@ def evaluate_retrieval(
     *,
     database_url: str | None = None,
     exact_identifiers: bool = True,
+    progress: ProgressCallback | None = None,
 ) -> dict[str, Any]:
     """Index the dataset in a throwaway store and return the metrics (percent) and latencies (ms).
 
     ``database_url`` names an empty database to use instead of a throwaway SQLite file (to measure
     the PostgreSQL backend; ``bench/retrieval_postgres.py``). ``exact_identifiers`` is search's
     exact-identifier lookup (off measures fusion alone; ``bench/exact_identifiers.py``).
+    ``progress`` hears each stage with its counts: ``files`` while indexing, ``queries`` after.
     """
     dataset = load_beir(directory)
     with tempfile.TemporaryDirectory(prefix="librarian-eval-") as scratch:
@@ -124,12 +127,14 @@ def evaluate_retrieval(
         )
         with Librarian(eval_settings) as lib:
             started = time.perf_counter()
-            lib.ingest(str(corpus_dir), document_type="eval")
+            lib.ingest(str(corpus_dir), document_type="eval", progress=progress)
             ingest_seconds = time.perf_counter() - started
             lib.search("warm up", top_k=top_k)
             totals: dict[str, float] = defaultdict(float)
             latencies: list[float] = []
-            for query_id, query in dataset.queries.items():
+            for done, (query_id, query) in enumerate(dataset.queries.items()):
+                if progress is not None:
+                    progress("queries", done, len(dataset.queries))
                 started = time.perf_counter()
                 results = lib.search(query, top_k=max(top_k * 3, 30), exact_identifiers=exact_identifiers)
                 latencies.append((time.perf_counter() - started) * 1000)
