@@ -199,6 +199,10 @@ async def test_an_agent_adds_documentation_and_follows_its_job(lib: Librarian, t
         listed = structured(await client.call_tool("list_jobs", {"limit": 5}))
         assert [j["id"] for j in listed["jobs"]] == [added["id"]]
         assert (await client.call_tool("cancel_job", {"job_id": added["id"]})).is_error
+        assert (await client.call_tool("resume_job", {"job_id": added["id"]})).is_error  # it succeeded
+        stale_job(lib, "0123abcd" * 4, docs, tmp_path)
+        again = structured(await client.call_tool("resume_job", {"job_id": "0123abcd" * 4}))
+        assert again["resumed_from"] == "0123abcd" * 4
         refused = await client.call_tool("add_source", {"uri": "/etc"})
         assert refused.is_error
     strict = create_mcp_server(lib)  # the default policy: public git URLs only
