@@ -93,6 +93,19 @@ def test_missing_version_names_the_one_used_and_how_to_index_it(lib: Librarian) 
     assert {s["sdk_version"] for s in result["snippets"]} == {"2.0.1"}
 
 
+def test_a_substituted_version_lowers_the_confidence_and_says_why(lib: Librarian) -> None:
+    asked = "send a message to a queue"
+    exact = research_api_usage(lib, "aws-cli", asked, version="2.0.1")
+    same_major = research_api_usage(lib, "aws-cli", asked, version="2.9.9")
+    far = research_api_usage(lib, "aws-cli", asked, version="9.9.9")
+
+    assert exact["confidence_note"] is None and exact["confidence_score"] > 0
+    assert same_major["resolved_version"] == far["resolved_version"] == "2.0.1"
+    assert same_major["confidence_score"] == round(exact["confidence_score"] * 0.8, 3)
+    assert far["confidence_score"] == round(exact["confidence_score"] * 0.4, 3)
+    assert "9.9.9, which is not indexed and not the same major version" in far["confidence_note"]
+
+
 def test_unknown_sdk_suggests_close_names_and_never_crashes(lib: Librarian) -> None:
     result = research_api_usage(lib, "aws-clii", "upload a file")
 

@@ -19,7 +19,7 @@ from librarian.app import Librarian, SearchResult, search_result
 from librarian.budget import fit
 from librarian.errors import InvalidInputError
 from librarian.knowledge.access import Principal
-from librarian.research.confidence import RankingFeatures, confidence
+from librarian.research.confidence import RankingFeatures, confidence, version_adjusted
 from librarian.research.error_evidence import (
     ChunkRef,
     best_chunk_by_similarity,
@@ -119,6 +119,7 @@ def research_api_usage(
             "summary": f"No documentation is indexed for an SDK called {sdk_name!r}.",
             "summary_method": "extractive",
             "confidence_score": 0.0,
+            "confidence_note": None,
             "resolved_version": None,
             "version_note": "",
             "snippets": [],
@@ -163,6 +164,7 @@ def research_api_usage(
     )
     features = ranking_features(ranked)
     score = confidence(features, kind) if features is not None else 0.0
+    score, confidence_note = version_adjusted(score, version, resolution.resolved, resolution.exact)
     kept, trimmed = fit(snippets, max_chars)
     response: dict[str, Any] = {
         "error": False,
@@ -170,6 +172,7 @@ def research_api_usage(
         "summary": summary,
         "summary_method": summary_method,
         "confidence_score": score,
+        "confidence_note": confidence_note,
         "resolved_version": resolution.resolved,
         "version_note": resolution.note,
         "snippets": kept,
