@@ -22,7 +22,13 @@ from tests.catalog.test_catalog import write_docs
 from tests.mcp.test_mcp import free_port
 
 FAST = [sys.executable, "-m", "librarian.cli.fast"]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1", "COLUMNS": "200"}
+# Only the variables the fast path accepts: another LIBRARIAN_* setting sends it to the in-process path.
+ENV = {
+    **{name: value for name, value in os.environ.items() if not name.startswith("LIBRARIAN_")},
+    "HF_HUB_OFFLINE": "1",
+    "NO_COLOR": "1",
+    "COLUMNS": "200",
+}
 
 
 def run(home: Path, *args: str, no_server: bool = False) -> subprocess.CompletedProcess[str]:
@@ -78,6 +84,14 @@ def test_without_a_server_or_past_its_refusal_the_cli_answers_itself(served: Pat
     home = served
     since = run(home, "search", "queue", "--since", "2020-01-01", "--json")  # an option it does not send
     assert "answered by librarian serve" not in since.stderr and json.loads(since.stdout)
+    configured = subprocess.run(  # a setting of this shell the server may not share
+        [*FAST, "--home", str(home), "search", "queue", "--json"],
+        capture_output=True,
+        text=True,
+        env={**ENV, "LIBRARIAN_HYBRID_VECTOR_WEIGHT": "0.5"},
+        timeout=300,
+    )
+    assert configured.returncode == 0 and "answered by librarian serve" not in configured.stderr
     with Librarian(Settings(home=home)) as lib:  # a token now exists: the server refuses the anonymous CLI
         lib.identity.create_organization(lib.default_principal, "acme")
         lib.identity.create_user(lib.default_principal, "acme", "alice")

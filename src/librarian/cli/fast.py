@@ -38,6 +38,9 @@ _ROUTES: dict[str, tuple[str, dict[str, tuple[str, type]], dict[str, Any]]] = {
     "research": ("/research", _RESEARCH, {}),
 }
 TIMEOUT_SECONDS = 60.0
+# Variables that say which data directory and who, not how it is configured: any other LIBRARIAN_*
+# setting in the environment makes the in-process command answer, with exactly those settings.
+_SAME_AS_SERVER = frozenset({"LIBRARIAN_HOME", "LIBRARIAN_TOKEN", "LIBRARIAN_NO_SERVER"})
 
 
 def main() -> None:
@@ -94,8 +97,8 @@ def _parse(argv: list[str]) -> tuple[str, Path, str | None, dict[str, Any], bool
     """The command, home, token, request body and ``--json`` of ``argv``, if the fast path knows them all."""
     home = os.environ.get("LIBRARIAN_HOME") or ".librarian"
     token = os.environ.get("LIBRARIAN_TOKEN")
-    if os.environ.get("LIBRARIAN_CONFIG"):
-        return None  # a config file may name another database: let the full CLI read it
+    if any(name.startswith("LIBRARIAN_") and name not in _SAME_AS_SERVER for name in os.environ):
+        return None  # a setting of this shell (a database, a config file, an LLM) may not be the server's
     args = list(argv)
     while args and args[0].startswith("--"):
         flag, value, args = _take(args)
