@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from librarian.catalog.models import IngestJob
@@ -255,10 +255,16 @@ class IngestJobs:
             status = effective_status(row)
             if status in FINISHED:
                 raise ConflictError(f"job {job_id} already finished: {status}")
-            row.cancel_requested = True
-            if row.status == "queued":  # never started: nothing will check the flag
-                row.status, row.finished_at = "cancelled", utcnow()
-            return job_view(row)
+        # Two compare-and-set updates, not a read then a write: the job's thread may take it from
+        # queued to running meanwhile, and must then see the flag instead of a lost "cancelled".
+        with self._lib.sessions.begin() as session:
+            session.execute(update(IngestJob).where(IngestJob.id == job_id).values(cancel_requested=True))
+            session.execute(  # never started: nothing will check the flag
+                update(IngestJob)
+                .where(IngestJob.id == job_id, IngestJob.status == "queued")
+                .values(status="cancelled", finished_at=utcnow())
+            )
+        return self.get(principal, job_id)
 
     def wait(self, principal: Principal, job_id: str, timeout: float) -> dict[str, Any]:
         """The job once it finished, or as it stands after ``timeout`` seconds."""
@@ -390,13 +396,20 @@ class _Reporter:
 
     def begin(self) -> bool:
         """Mark the job running; False when it was cancelled before it started."""
+        now = utcnow()
         with self._lib.sessions.begin() as session:
-            row = self._row(session)
-            if row.status != "queued":
+            taken = session.execute(  # compare-and-set: a cancel of the queued job wins or loses whole
+                update(IngestJob)
+                .where(IngestJob.id == self._job_id, IngestJob.status == "queued")
+                .values(status="running", started_at=now, heartbeat_at=now)
+            )
+            if taken.rowcount != 1:  # type: ignore[attr-defined]
                 return False
-            row.status, row.started_at, row.heartbeat_at = "running", utcnow(), utcnow()
+            row = self._row(session)
             self.kind, self.request = row.kind, dict(row.request or {})
-            return True
+        if row.cancel_requested:  # cancelled between the two updates of cancel(): stop as cancelled
+            raise JobCancelled
+        return True
 
     def progress(self, stage: str, done: int, total: int) -> None:
         """The ingest's progress callback: record it now and then, and stop when asked to."""
