@@ -75,10 +75,7 @@ def catalog_router(lib: Librarian) -> APIRouter:
     @router.get("/libraries")
     def libraries(request: Request) -> dict[str, Any]:
         """Every library (SDK) the caller may read, with its versions (newest first) and chunk count."""
-        found = catalog.libraries(caller(request))
-        return {
-            "libraries": [{"library_id": s.name, "versions": s.versions, "chunks": s.chunks} for s in found]
-        }
+        return {"libraries": catalog.libraries(caller(request))}
 
     @router.get("/libraries/resolve")
     def resolve_library(

@@ -12,7 +12,6 @@ from librarian.catalog.libraries import LibraryResolver
 from librarian.catalog.pages import PageReader, PageRequest
 from librarian.catalog.sources import SourceCatalog
 from librarian.knowledge.access import Principal
-from librarian.research.sdks import IndexedSdk
 
 if TYPE_CHECKING:
     from librarian.app import Librarian
@@ -42,9 +41,12 @@ class CatalogService:
         """A whole document by id or URL, as a window of its chunks in order; see :class:`PageReader`."""
         return self._pages.read(principal, request)
 
-    def libraries(self, principal: Principal) -> list[IndexedSdk]:
-        """Every SDK the caller may read, with its versions (newest first) and chunk count."""
-        return self._libraries.list_libraries(principal)
+    def libraries(self, principal: Principal) -> list[dict[str, Any]]:
+        """Every SDK the caller may read: ``library_id``, ``versions`` (newest first), ``chunks``."""
+        return [
+            {"library_id": sdk.name, "versions": sdk.versions, "chunks": sdk.chunks}
+            for sdk in self._libraries.list_libraries(principal)
+        ]
 
     def resolve_library(self, principal: Principal, name: str, *, limit: int = 5) -> list[dict[str, Any]]:
         """The indexed SDKs ``name`` may mean, best first, with versions, sources and freshness."""

@@ -80,10 +80,7 @@ def libraries(
     with librarian() as lib:
         rows: list[dict[str, Any]]
         if name is None:
-            rows = [
-                {"library_id": s.name, "versions": s.versions, "chunks": s.chunks}
-                for s in lib.catalog.libraries(lib.default_principal)
-            ]
+            rows = lib.catalog.libraries(lib.default_principal)
         else:
             rows = lib.catalog.resolve_library(lib.default_principal, name, limit=limit)
     if as_json:
