@@ -54,6 +54,8 @@ from librarian.storage import repository
 from librarian.storage.database import open_database
 from librarian.storage.models import IndexState, Source, as_utc
 from librarian.urls import without_password
+from librarian.workflows.host import RuntimeHost
+from librarian.workflows.service import WorkflowService
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +105,9 @@ class Librarian:
         self.incidents = IncidentService(self)
         self.solutions = SolutionService(self)
         self.learning = LearningService(self)
+        # One task runtime per facade, started on first use: REST/MCP workflows and runbook steps.
+        self.runtime_host = RuntimeHost(self)
+        self.workflows = WorkflowService(self)
         self.runbooks = RunbookService(self)
         self.discovery = DiscoveryService(self)
         self.catalog = CatalogService(self)
@@ -217,10 +222,12 @@ class Librarian:
     def close(self) -> None:
         """Release the database engine, the vector store, the LLM client and the retriever's thread.
 
-        Background ingest jobs of this process stop first (they read ``interrupted`` and resume).
+        Background ingest jobs of this process stop first (they read ``interrupted`` and resume), then
+        the task runtime's embedded workers (a workflow they leave running goes on at the next start).
         """
         self.jobs.close()
         self.runbooks.close()
+        self.runtime_host.close()
         if self._llm is not None:
             self._llm.close()
         if self._retriever is not None:

@@ -67,6 +67,12 @@ TOOLS = {
     "list_jobs",
     "cancel_job",
     "resume_job",
+    "run_workflow",
+    "workflow_status",
+    "answer_workflow",
+    "cancel_workflow",
+    "list_workflows",
+    "list_verified_fixes",
 }
 
 

@@ -26,6 +26,7 @@ from librarian.api.job_routes import job_router
 from librarian.api.knowledge_routes import caller, knowledge_router
 from librarian.api.runbook_routes import runbook_router
 from librarian.api.tool_routes import tool_router
+from librarian.api.workflow_routes import workflow_router
 from librarian.app import Librarian
 from librarian.budget import MAX_CHARS, MAX_TOP_K, MIN_CHARS, chars_for, fit
 from librarian.catalog.policy import SourcePolicy
@@ -359,6 +360,7 @@ def create_app(
     app.include_router(_sdks_router(lib))
     app.include_router(catalog_router(lib))
     app.include_router(job_router(lib, policy))
+    app.include_router(workflow_router(lib))
 
     @app.exception_handler(LibrarianError)
     async def librarian_error(request: Request, exc: LibrarianError) -> JSONResponse:

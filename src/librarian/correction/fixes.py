@@ -236,6 +236,7 @@ class FixStore:
                 VerifiedFix.tool == problem.tool,
                 VerifiedFix.intent == problem.intent,
                 VerifiedFix.normalized_error == problem.normalized_error,
+                VerifiedFix.retired_at.is_(None),  # retired: found wrong by a person, never reused
             )
             .order_by((VerifiedFix.successes - VerifiedFix.failures).desc(), VerifiedFix.id)
         )

@@ -60,6 +60,10 @@ class VerifiedFix(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_used_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_outcome: Mapped[str | None] = mapped_column(String(16))
+    # A fix that turned out wrong is retired (migration 0015): never reused, still on record.
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    retired_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    retired_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class CorrectionAttempt(Base):

@@ -198,7 +198,8 @@ class SolutionService:
         if not errors:
             return []
         found = []
-        for fix in session.scalars(select(VerifiedFix).order_by(VerifiedFix.id.desc()).limit(5000)):
+        active = select(VerifiedFix).where(VerifiedFix.retired_at.is_(None))
+        for fix in session.scalars(active.order_by(VerifiedFix.id.desc()).limit(5000)):
             if not any(errors_match(error, fix.normalized_error) for error in errors):
                 continue
             bound = wilson_lower_bound(fix.successes, fix.failures)

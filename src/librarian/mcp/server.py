@@ -28,6 +28,7 @@ from librarian.mcp.knowledge_tools import register_knowledge_tools
 from librarian.mcp.metadata import describe_tools
 from librarian.mcp.runbook_tools import register_runbook_tools
 from librarian.mcp.tool_registry_tools import register_tool_registry_tools
+from librarian.mcp.workflow_tools import register_workflow_tools
 from librarian.research import feedback as feedback_store
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage as _research
@@ -43,7 +44,10 @@ INSTRUCTIONS = (
     "with start_runbook_execution and execute_runbook_step, one step at a time, answering agent_prompt "
     "steps with your analysis. When none of your tools fits a task, discover_tools finds the "
     "organisation's registered tools (MCP servers, REST APIs, Python functions, CLIs) by what they do; "
-    "call one with call_tool, passing its toolId and arguments that follow its inputSchema."
+    "call one with call_tool, passing its toolId and arguments that follow its inputSchema. To run "
+    "commands with self-correction, run_workflow runs a DAG of tasks: a command that fails on a changed "
+    "tool is researched and corrected at the installed version; follow it with workflow_status and answer "
+    "its question with answer_workflow when it pauses."
 )
 
 T = TypeVar("T")
@@ -222,6 +226,7 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
     register_incident_tools(server, lib)
     register_runbook_tools(server, lib)
     register_tool_registry_tools(server, lib)
+    register_workflow_tools(server, lib)
     describe_tools(server)
     return server
 

@@ -30,7 +30,6 @@ from librarian.storage.models import utcnow
 
 if TYPE_CHECKING:
     from librarian.app import Librarian
-    from librarian.runtime.engine import Runtime
 
 logger = logging.getLogger(__name__)
 OUTCOMES = ("resolved", "partially_resolved", "escalated", "failed")
@@ -41,8 +40,8 @@ class RunbookService:
 
     Args:
         lib: the facade (store, embeddings, knowledge, incidents, LLM).
-        commands: runs ``bash`` steps; default: the task runtime with the self-correcting loop,
-            created on first use and closed by :meth:`close`.
+        commands: runs ``bash`` steps; default: the facade's task runtime with the self-correcting
+            loop (``lib.runtime_host``), created on first use.
     """
 
     def __init__(self, lib: Librarian, commands: CommandRunner | None = None) -> None:
@@ -51,8 +50,6 @@ class RunbookService:
         self.follow_ups = RunbookFollowUps(lib, self.catalog)
         self._index: RunbookIndex | None = None
         self._commands = commands
-        self._runtime: Runtime | None = None
-        self._correctors: list[Any] = []
         self._lock = threading.Lock()
         self._sweeping = threading.Event()
         self._sweeper: threading.Thread | None = None
@@ -70,13 +67,8 @@ class RunbookService:
     def _command_runner(self) -> CommandRunner:
         with self._lock:
             if self._commands is None:
-                from librarian.correction.loop import loop_correctors
-                from librarian.runtime.engine import Runtime
-
-                settings = self._lib.settings
-                self._correctors = loop_correctors(settings, library=self._lib)
-                self._runtime = Runtime(settings, correctors=self._correctors)
-                self._commands = RuntimeCommandRunner(self._runtime)
+                # The facade's one runtime, which REST and MCP workflows use too (workflows/host.py).
+                self._commands = RuntimeCommandRunner(self._lib.runtime_host.get())
             return self._commands
 
     def start_sweeper(self, interval_seconds: float = 30.0) -> None:
@@ -100,21 +92,11 @@ class RunbookService:
             self._sweeping.wait(interval_seconds)
 
     def close(self) -> None:
-        """Stop the sweeper and the task runtime this service started (embedded workers), if any."""
+        """Stop the sweeper (the facade closes the task runtime the steps ran on)."""
         self._sweeping.set()
         sweeper, self._sweeper = self._sweeper, None
         if sweeper is not None:
             sweeper.join(timeout=30)
-        with self._lock:
-            runtime, self._runtime = self._runtime, None
-            if runtime is not None:
-                self._commands = None
-        if runtime is not None:
-            for corrector in self._correctors:
-                close = getattr(corrector, "close", None)
-                if callable(close):
-                    close()
-            runtime.close()
 
     @property
     def index(self) -> RunbookIndex:

@@ -35,6 +35,14 @@ class WorkflowStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class WorkflowOwner:
+    """Who submitted a workflow: an organisation and a user (``None``: the machine's operator)."""
+
+    organization_id: int = 1
+    created_by: int | None = None
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """What an executor needs to run one attempt of one task.
 

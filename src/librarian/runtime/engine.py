@@ -30,7 +30,7 @@ from librarian.runtime import clarify, recovery, store, wakeup
 from librarian.runtime.broker.base import Broker
 from librarian.runtime.broker.factory import broker_from_url
 from librarian.runtime.broker.memory import InMemoryBroker
-from librarian.runtime.contracts import WorkflowStatus
+from librarian.runtime.contracts import WorkflowOwner, WorkflowStatus
 from librarian.runtime.correctors import Corrector, CorrectorRegistry, default_correctors
 from librarian.runtime.executors.registry import build_registry
 from librarian.runtime.orchestrator import worker_name
@@ -127,7 +127,9 @@ class Runtime:
         """Read a workflow file, checking its executor types against the registered ones."""
         return load_spec(path, known_executor_types=self.executor_types)
 
-    def submit(self, spec: WorkflowSpec, *, idempotency_key: str | None = None) -> str:
+    def submit(
+        self, spec: WorkflowSpec, *, idempotency_key: str | None = None, owner: WorkflowOwner | None = None
+    ) -> str:
         """Store a workflow as running and return its id (embedded: start the workers too).
 
         Args:
@@ -135,6 +137,7 @@ class Runtime:
             idempotency_key: a key of the client's choosing (1-255 printable characters). Submitting
                 again with the same key and the same workflow returns the first workflow's id instead
                 of starting it twice (a client retrying after a crash or a lost answer).
+            owner: who submits it (default: the operator of the local organisation).
 
         Raises:
             InvalidInputError: a task names an unknown executor type, or the key is not valid.
@@ -152,8 +155,14 @@ class Runtime:
                 return existing
         try:
             with self.sessions.begin() as session:
+                who = owner or WorkflowOwner()
                 workflow = store.create_workflow(
-                    session, spec, actor=self.name, submission_key=idempotency_key
+                    session,
+                    spec,
+                    actor=self.name,
+                    submission_key=idempotency_key,
+                    organization_id=who.organization_id,
+                    created_by=who.created_by,
                 )
                 workflow_id = str(workflow.workflow_id)
                 if not self.embedded:
@@ -218,9 +227,10 @@ class Runtime:
         wait: bool = True,
         timeout: float | None = None,
         idempotency_key: str | None = None,
+        owner: WorkflowOwner | None = None,
     ) -> WorkflowReport:
         """Submit ``spec`` (see :meth:`submit`) and, with ``wait``, block until it ends (see :meth:`wait`)."""
-        workflow_id = self.submit(spec, idempotency_key=idempotency_key)
+        workflow_id = self.submit(spec, idempotency_key=idempotency_key, owner=owner)
         return self.wait(workflow_id, timeout=timeout) if wait else self.status(workflow_id)
 
     def wait(

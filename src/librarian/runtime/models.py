@@ -61,6 +61,7 @@ class Workflow(Base):
     """One submitted workflow; ``final_status`` is ``running`` until it ends."""
 
     __tablename__ = "workflows"
+    __table_args__ = (Index("ix_workflows_owner", "organization_id", "creation_timestamp", "workflow_id"),)
 
     workflow_id: Mapped[uuid.UUID] = mapped_column(Uuid(), primary_key=True, default=uuid.uuid4)
     name: Mapped[str] = mapped_column(String(255))
@@ -77,6 +78,11 @@ class Workflow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The idempotency key the client submitted it with, if any (migration 0009).
     submission_key: Mapped[str | None] = mapped_column(String(255), unique=True, index=True)
+    # Who submitted it (migration 0015): the organisation and user, so REST and MCP show a caller
+    # only its own workflows (its organisation's, to an administrator). ``created_by`` is ``None``
+    # for the machine's operator (the CLI on the data directory).
+    organization_id: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    created_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 # The statuses looked for across all workflows (ready to dispatch, awaiting correction): the only ones

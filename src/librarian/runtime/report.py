@@ -46,11 +46,16 @@ class TaskReport:
     depends_on: list[str]
     rationale: str | None
     outcome: str
+    # What the task's last run reported (status, error type and message, output tails, notes) and,
+    # for a failed or corrected task, the loop's classification and the strategy that corrected it.
+    feedback_notes: dict[str, Any] | None = None
+    error_category: str | None = None
+    correction_strategy: str | None = None
 
 
 @dataclass(frozen=True)
 class EventReport:
-    """One event of the log."""
+    """One event of the log (``id`` grows with every event: a cursor for following a workflow)."""
 
     at: str
     task: str | None
@@ -59,6 +64,9 @@ class EventReport:
     to_status: str | None
     actor: str
     reason: str
+    id: int = 0
+    # The event's structured detail: for the loop's timeline steps, ``stage`` and what it found.
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,12 @@ def build_report(
     )
 
 
+def events_after(session: Session, workflow_id: uuid.UUID, after: int = 0) -> list[EventReport]:
+    """The workflow's events with an id above ``after``, oldest first (a follower's next batch)."""
+    keys = {task.task_id: task.task_key for task in store.workflow_tasks(session, workflow_id)}
+    return [_event(event, keys) for event in store.events(session, workflow_id, after=after)]
+
+
 def summary(workflow: Workflow) -> dict[str, Any]:
     """One line of ``workflow list``."""
     return {
@@ -197,6 +211,9 @@ def _task(task: Task) -> TaskReport:
         depends_on=[str(dependency) for dependency in task.dependencies],
         rationale=task.rationale,
         outcome=outcome,
+        feedback_notes=task.feedback_notes,
+        error_category=task.error_category,
+        correction_strategy=task.correction_strategy,
     )
 
 
@@ -209,6 +226,8 @@ def _event(event: TaskEvent, keys: dict[uuid.UUID, str]) -> EventReport:
         to_status=event.to_status,
         actor=event.actor,
         reason=event.reason,
+        id=event.id,
+        data=dict(event.data or {}),
     )
 
 

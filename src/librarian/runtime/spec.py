@@ -118,13 +118,40 @@ def load_spec(path: Path, known_executor_types: Collection[str] | None = None) -
         raw = path.read_bytes()
     except OSError as exc:
         raise InvalidInputError(f"cannot read workflow file {path}: {exc.strerror}") from exc
-    if path.suffix.lower() == ".json":
-        data = load_json(raw, str(path), max_bytes=MAX_WORKFLOW_BYTES)
+    return parse_workflow_text(
+        raw,
+        origin=str(path),
+        as_json=path.suffix.lower() == ".json",
+        default_name=path.stem,
+        known_executor_types=known_executor_types,
+    )
+
+
+def parse_workflow_text(
+    text: str | bytes,
+    *,
+    origin: str = "workflow",
+    as_json: bool = False,
+    default_name: str = "workflow",
+    known_executor_types: Collection[str] | None = None,
+) -> WorkflowSpec:
+    """Validate a workflow written as YAML (or JSON, with ``as_json``), under the same size limits as a file.
+
+    The text is untrusted (a REST or MCP caller's): it is parsed with the bounded loaders of
+    :mod:`librarian.safe_yaml`, so an alias bomb or a deeply nested document is refused, not expanded.
+
+    Raises:
+        InvalidInputError: the text is unparsable or the workflow invalid; the message names ``origin``,
+            the line, the task and the field.
+    """
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    if as_json:
+        data = load_json(raw, origin, max_bytes=MAX_WORKFLOW_BYTES)
     else:
-        data = load_yaml(raw, str(path), max_bytes=MAX_WORKFLOW_BYTES, max_nodes=MAX_WORKFLOW_NODES)
-        check_depth(data, str(path))
+        data = load_yaml(raw, origin, max_bytes=MAX_WORKFLOW_BYTES, max_nodes=MAX_WORKFLOW_NODES)
+        check_depth(data, origin)
     return parse_spec(
-        data, origin=str(path), default_name=path.stem, known_executor_types=known_executor_types
+        data, origin=origin, default_name=default_name, known_executor_types=known_executor_types
     )
 
 

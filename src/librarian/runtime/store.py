@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -101,9 +101,13 @@ def event_row(
     }
 
 
-def events(session: Session, workflow_id: uuid.UUID, task_id: uuid.UUID | None = None) -> list[TaskEvent]:
-    """The event log of a workflow (or of one of its tasks), oldest first."""
+def events(
+    session: Session, workflow_id: uuid.UUID, task_id: uuid.UUID | None = None, *, after: int = 0
+) -> list[TaskEvent]:
+    """The event log of a workflow (or of one of its tasks), oldest first; only ids above ``after``."""
     query = select(TaskEvent).where(TaskEvent.workflow_id == workflow_id)
+    if after:
+        query = query.where(TaskEvent.id > after)
     if task_id is not None:
         query = query.where(TaskEvent.task_id == task_id)
     return list(session.scalars(query.order_by(TaskEvent.id)))
@@ -156,9 +160,18 @@ def transition(
 
 
 def create_workflow(
-    session: Session, spec: WorkflowSpec, *, actor: str, submission_key: str | None = None
+    session: Session,
+    spec: WorkflowSpec,
+    *,
+    actor: str,
+    submission_key: str | None = None,
+    organization_id: int = 1,
+    created_by: int | None = None,
 ) -> Workflow:
     """Insert a running workflow and its tasks (all pending), with a creation event for each.
+
+    ``organization_id`` and ``created_by`` name who submitted it (the local organisation and the
+    operator by default: the CLI on the data directory).
 
     The tasks and their events go in as two multi-row inserts: one round trip per row made submitting
     a workflow of 500 tasks take most of a second, all of it before the first task could start.
@@ -174,6 +187,8 @@ def create_workflow(
         total_reward=0.0,
         spec=spec.to_dict(),
         submission_key=submission_key,
+        organization_id=organization_id,
+        created_by=created_by,
     )
     session.add(workflow)
     session.flush()
@@ -258,9 +273,36 @@ def workflow_status(session: Session, workflow_id: str | uuid.UUID) -> str:
     return status
 
 
-def list_workflows(session: Session, limit: int = 100) -> list[Workflow]:
-    """The newest workflows first."""
-    query = select(Workflow).order_by(Workflow.creation_timestamp.desc()).limit(limit)
+def list_workflows(
+    session: Session,
+    limit: int = 100,
+    *,
+    organization_id: int | None = None,
+    created_by: int | None = None,
+    status: str | None = None,
+    before: tuple[datetime, uuid.UUID] | None = None,
+) -> list[Workflow]:
+    """The newest workflows first, optionally of one organisation (and creator) and status.
+
+    ``before`` is a keyset cursor: the creation time and id of the last workflow of the previous page
+    (ties on the timestamp are broken by id, so no workflow is skipped or shown twice).
+    """
+    query = select(Workflow)
+    if organization_id is not None:
+        query = query.where(Workflow.organization_id == organization_id)
+    if created_by is not None:
+        query = query.where(Workflow.created_by == created_by)
+    if status is not None:
+        query = query.where(Workflow.final_status == status)
+    if before is not None:
+        stamp, last_id = before
+        query = query.where(
+            or_(
+                Workflow.creation_timestamp < stamp,
+                and_(Workflow.creation_timestamp == stamp, Workflow.workflow_id < last_id),
+            )
+        )
+    query = query.order_by(Workflow.creation_timestamp.desc(), Workflow.workflow_id.desc()).limit(limit)
     return list(session.scalars(query))
 
 
