@@ -163,3 +163,28 @@ def test_cli_plan_without_an_llm_says_how_to_go_on(home: Path) -> None:
 
     assert result.exit_code == 1
     assert "needs an LLM" in result.stderr and "workflow run FILE" in result.stderr
+
+
+def test_rest_plan_then_submit_runs_the_planned_workflow(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    from fastapi.testclient import TestClient
+
+    from librarian.api import create_app
+    from librarian.app import Librarian
+    from librarian.config import Settings
+
+    fake_llm.queue(json.dumps(PLANNED))
+    settings = Settings(
+        home=tmp_path / "home", llm_provider="openai", llm_url=fake_llm.openai_url, llm_model="planner"
+    )
+    with Librarian(settings) as lib, TestClient(create_app(lib)) as client:
+        planned = client.post("/workflows/plan", json={"goal": "write a greeting", "context": "cat exists"})
+        assert planned.status_code == 200, planned.text
+        workflow = planned.json()["workflow"]
+        ran = client.post("/workflows", json={"workflow": workflow, "wait_seconds": 60})
+
+    assert workflow["goal"] == "write a greeting" and [t["id"] for t in workflow["tasks"]] == [
+        "write",
+        "check",
+    ]
+    assert "cat exists" in json.dumps(fake_llm.requests[0].body)
+    assert ran.status_code == 201 and ran.json()["status"] == "success"

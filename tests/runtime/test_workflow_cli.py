@@ -113,3 +113,41 @@ def test_a_question_exits_4_and_answer_resumes_the_workflow(home: Path, tmp_path
     assert json.loads(answered.stdout)["status"] == "success"
     again = runner.invoke(app, ["workflow", "answer", workflow_id, "42"])
     assert again.exit_code == 1 and "not waiting for" in again.stderr
+
+
+def test_the_fix_learned_from_an_answer_is_listed_shown_and_retired(home: Path, tmp_path: Path) -> None:
+    """pip moved --not-required from freeze to list: no docs, no LLM, so the loop asks; the answer works
+    and becomes a verified fix, which ``librarian fixes`` shows and retires."""
+    path = tmp_path / "leaves.yaml"
+    path.write_text(
+        "name: leaves\n"
+        "tasks:\n"
+        "  - id: leaves\n"
+        "    executor_type: command_executor\n"
+        "    payload: {argv: [python, -m, pip, freeze, --not-required], expect: {stdout_contains: Package}}\n",
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    asked = runner.invoke(app, ["workflow", "run", str(path)])
+    assert asked.exit_code == 4, asked.output
+    workflow_id = json.loads(runner.invoke(app, ["workflow", "list", "--json"]).stdout)[0]["workflow_id"]
+    answered = runner.invoke(app, ["workflow", "answer", workflow_id, "pip list --not-required", "--json"])
+    assert answered.exit_code == 0, answered.output
+
+    listed = json.loads(runner.invoke(app, ["fixes", "list", "--json"]).stdout)
+    [fix] = listed["fixes"]
+    assert fix["fixed_template"][-2:] == ["list", "--not-required"] and fix["successes"] == 1
+    shown = runner.invoke(app, ["fixes", "show", str(fix["id"])])
+    assert shown.exit_code == 0 and "1 succeeded, 0 failed" in shown.stdout
+    strategies = json.loads(runner.invoke(app, ["fixes", "strategies", "--json"]).stdout)["strategies"]
+    assert strategies and all(row["trials"] >= 1 for row in strategies)
+
+    no_reason = runner.invoke(app, ["fixes", "retire", str(fix["id"]), "--reason", " "])
+    retired = runner.invoke(app, ["fixes", "retire", str(fix["id"]), "--reason", "wrong interpreter"])
+    assert no_reason.exit_code == 1 and "reason" in no_reason.stderr
+    assert retired.exit_code == 0 and "will not be reused" in retired.stdout
+    assert json.loads(runner.invoke(app, ["fixes", "list", "--json"]).stdout)["fixes"] == []
+    table = runner.invoke(app, ["fixes", "list", "--retired"])
+    assert "(retired)" in table.stdout
+    missing = runner.invoke(app, ["fixes", "show", "999"])
+    assert missing.exit_code == 1 and "no verified fix 999" in missing.stderr

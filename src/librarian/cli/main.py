@@ -39,6 +39,7 @@ from librarian.cli.common import (
 from librarian.cli.connectors import crawl, ingest_cli, ingest_openapi, ingest_package
 from librarian.cli.demo import demo
 from librarian.cli.incidents import incidents_app, solutions_app
+from librarian.cli.fixes import fixes_app
 from librarian.cli.jobs import jobs_app
 from librarian.cli.knowledge import knowledge_app
 from librarian.cli.refresh import refresh, refresh_interval, schedule
@@ -75,6 +76,7 @@ app.add_typer(runbook_app, name="runbook")
 app.add_typer(tools_app, name="tools")
 app.add_typer(verbs_app, name="verbs")
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(fixes_app, name="fixes")
 app.command("worker")(worker)
 
 
