@@ -124,7 +124,9 @@ def test_the_fix_learned_from_an_answer_is_listed_shown_and_retired(home: Path, 
         "tasks:\n"
         "  - id: leaves\n"
         "    executor_type: command_executor\n"
-        "    payload: {argv: [python, -m, pip, freeze, --not-required], expect: {stdout_contains: Package}}\n",
+        "    payload:\n"
+        "      argv: [python, -m, pip, freeze, --not-required]\n"
+        "      expect: {stdout_contains: Package}\n",
         encoding="utf-8",
     )
     runner = CliRunner()

@@ -38,8 +38,8 @@ from librarian.cli.common import (
 )
 from librarian.cli.connectors import crawl, ingest_cli, ingest_openapi, ingest_package
 from librarian.cli.demo import demo
-from librarian.cli.incidents import incidents_app, solutions_app
 from librarian.cli.fixes import fixes_app
+from librarian.cli.incidents import incidents_app, solutions_app
 from librarian.cli.jobs import jobs_app
 from librarian.cli.knowledge import knowledge_app
 from librarian.cli.refresh import refresh, refresh_interval, schedule
