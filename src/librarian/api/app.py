@@ -35,6 +35,7 @@ from librarian.knowledge.access import Scope
 from librarian.research.feedback import record_feedback
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
+from librarian.web import install_web
 
 logger = logging.getLogger(__name__)
 
@@ -361,6 +362,7 @@ def create_app(
     app.include_router(catalog_router(lib))
     app.include_router(job_router(lib, policy))
     app.include_router(workflow_router(lib))
+    install_web(app, lib, policy)
 
     @app.exception_handler(LibrarianError)
     async def librarian_error(request: Request, exc: LibrarianError) -> JSONResponse:

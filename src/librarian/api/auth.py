@@ -12,7 +12,9 @@ import hmac
 import ipaddress
 import json
 from collections.abc import Collection, Mapping
+from http.cookies import CookieError, SimpleCookie
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import anyio.to_thread
 from fastapi import FastAPI
@@ -28,6 +30,13 @@ if TYPE_CHECKING:
     from librarian.app import Librarian
 
 REALM = "librarian"
+# The web UI (web/): its pages read the token from this cookie, set by its sign-in form. Only page
+# paths read it, so the REST API never acts on a cookie a browser sends on its own (no CSRF there).
+SESSION_COOKIE = "librarian_session"
+PAGES_PREFIX = "/ui"
+# Pages a signed-out browser may load: the sign-in form and the UI's own scripts and styles.
+PUBLIC_PAGE_PATHS = ("/ui/sign-in",)
+PUBLIC_PAGE_PREFIXES = ("/ui/static/",)
 # JSON-RPC's implementation-defined server error range (-32000 to -32099): the caller is not authorised.
 UNAUTHORIZED_RPC_CODE = -32001
 SCHEME_NAME = "bearerAuth"
@@ -61,20 +70,10 @@ class BearerTokenMiddleware:
     REST routes and MCP tools alike filter by it. Lifespan events pass through untouched.
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        identity: IdentityService,
-        server_token: str | None,
-        local: Principal,
-        exempt: Collection[str],
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: TokenAuthenticator, exempt: Collection[str]) -> None:
         """Guard ``app``; requests to a path in ``exempt`` need no token and get no principal."""
         self._app = app
-        self._identity = identity
-        self._server_token = None if server_token is None else server_token.encode("utf-8")
-        self._local = local
+        self._tokens = tokens
         self._exempt = frozenset(exempt)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -82,23 +81,89 @@ class BearerTokenMiddleware:
         if scope["type"] not in ("http", "websocket") or path in self._exempt or _is_docs_asset(path):
             await self._app(scope, receive, send)
             return
+        page = is_page(path)
+        if page and (path in PUBLIC_PAGE_PATHS or path.startswith(PUBLIC_PAGE_PREFIXES)):
+            await self._app(scope, receive, send)
+            return
         presented = _bearer_token(scope)
+        if presented is None and page:
+            presented = _cookie(scope, SESSION_COOKIE)
         try:
             principal = await anyio.to_thread.run_sync(self._resolve, presented)
         except UnauthorizedError:
-            await _unauthorized(scope, send, missing=presented is None)
+            if page:
+                await _to_sign_in(scope, send, invalid=presented is not None)
+            else:
+                await _unauthorized(scope, send, missing=presented is None)
             return
         scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
         await self._app(scope, receive, send)
 
     def _resolve(self, presented: bytes | None) -> Principal:
         if presented is None:
-            if self._server_token is not None or self._identity.has_tokens():
+            if self._tokens.requires_token():
                 raise UnauthorizedError("a bearer token is required")
-            return self._local
+            return self._tokens.local
+        return self._tokens.authenticate(presented.decode("utf-8", "replace"))
+
+
+class TokenAuthenticator:
+    """Who a token is: the server-wide ``api_token`` (the local administrator) or a created token."""
+
+    def __init__(self, identity: IdentityService, server_token: str | None, local: Principal) -> None:
+        self._identity = identity
+        self._server_token = None if server_token is None else server_token.encode("utf-8")
+        self.local = local
+
+    def requires_token(self) -> bool:
+        """Whether every request needs a token (a server token, or any token created)."""
+        return self._server_token is not None or self._identity.has_tokens()
+
+    def authenticate(self, token: str) -> Principal:
+        """The principal of ``token`` (compared in constant time with the server token).
+
+        Raises:
+            UnauthorizedError: an unknown, revoked or expired token.
+        """
+        presented = token.strip().encode("utf-8")
         if self._server_token is not None and hmac.compare_digest(presented, self._server_token):
-            return self._local
-        return self._identity.authenticate(presented.decode("utf-8", "replace"))
+            return self.local
+        return self._identity.authenticate(token.strip())
+
+
+def is_page(path: str) -> bool:
+    """Whether ``path`` is a web UI page (``/`` and everything under ``/ui``)."""
+    return path == "/" or path == PAGES_PREFIX or path.startswith(PAGES_PREFIX + "/")
+
+
+def _cookie(scope: Scope, name: str) -> bytes | None:
+    """The value of cookie ``name`` in the request's ``Cookie`` headers, if any."""
+    for header, value in scope.get("headers", ()):
+        if header == b"cookie":
+            jar: SimpleCookie = SimpleCookie()
+            try:
+                jar.load(bytes(value).decode("latin-1"))
+            except CookieError:
+                continue
+            if name in jar and jar[name].value:
+                return jar[name].value.encode("utf-8")
+    return None
+
+
+async def _to_sign_in(scope: Scope, send: Send, *, invalid: bool) -> None:
+    """Send a browser without a valid session to the sign-in form (303), remembering where it went."""
+    target = scope.get("path", "/")
+    query = scope.get("query_string", b"").decode("latin-1")
+    wanted = target + (f"?{query}" if query else "")
+    location = f"{PAGES_PREFIX}/sign-in?next={quote(wanted, safe='')}" + ("&expired=1" if invalid else "")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", location.encode("latin-1")), (b"content-length", b"0")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _is_docs_asset(path: str) -> bool:
@@ -173,13 +238,9 @@ def install_authentication(app: FastAPI, lib: Librarian) -> None:
     send it. Call before the app starts.
     """
     exempt = open_paths(app)
-    app.add_middleware(
-        BearerTokenMiddleware,
-        identity=lib.identity,
-        server_token=configured_token(lib.settings),
-        local=local_principal(operator=False),
-        exempt=exempt,
-    )
+    tokens = TokenAuthenticator(lib.identity, configured_token(lib.settings), local_principal(operator=False))
+    app.state.tokens = tokens  # the web UI's sign-in form checks a token the same way
+    app.add_middleware(BearerTokenMiddleware, tokens=tokens, exempt=exempt)
     document = app.openapi
 
     def openapi() -> dict[str, Any]:

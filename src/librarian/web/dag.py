@@ -1,0 +1,111 @@
+"""A workflow's DAG laid out for drawing: columns by dependency depth, one row per task in a column.
+
+Each task sits one column right of the deepest task it depends on, so every edge points right. A
+corrective task that surgery inserted is drawn beside the task it was inserted for, one column right
+of it, with a dashed edge and border (the template marks it and shows its rationale).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Edge", "Layout", "Node", "layout"]
+
+NODE_WIDTH = 190
+NODE_HEIGHT = 46
+COLUMN_GAP = 60
+ROW_GAP = 18
+MARGIN = 10
+
+
+@dataclass(frozen=True)
+class Node:
+    """One task's box."""
+
+    task_id: str
+    key: str
+    status: str
+    inserted: bool
+    rationale: str | None
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class Edge:
+    """An arrow from a task to one that depends on it (or to a corrective task, ``inserted``)."""
+
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+    inserted: bool
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The boxes, arrows and the drawing's size."""
+
+    nodes: list[Node]
+    edges: list[Edge]
+    width: int
+    height: int
+
+
+def layout(tasks: list[dict[str, Any]]) -> Layout:
+    """Lay out ``tasks`` (a workflow view's tasks, in workflow order)."""
+    by_id = {task["task_id"]: task for task in tasks}
+    column: dict[str, int] = {}
+
+    def depth(task_id: str, seen: frozenset[str] = frozenset()) -> int:
+        if task_id in column:
+            return column[task_id]
+        task = by_id[task_id]
+        parents = [d for d in task.get("depends_on", []) if d in by_id and d not in seen]
+        if task.get("parent_id") in by_id and task["parent_id"] not in seen:
+            parents.append(task["parent_id"])
+        value = 1 + max((depth(p, seen | {task_id}) for p in parents), default=-1)
+        column[task_id] = value
+        return value
+
+    rows: dict[int, int] = {}
+    nodes: dict[str, Node] = {}
+    for task in tasks:
+        col = depth(task["task_id"])
+        row = rows.get(col, 0)
+        rows[col] = row + 1
+        nodes[task["task_id"]] = Node(
+            task_id=task["task_id"],
+            key=task["key"],
+            status=task["status"],
+            inserted=bool(task.get("parent_id")),
+            rationale=task.get("rationale"),
+            x=MARGIN + col * (NODE_WIDTH + COLUMN_GAP),
+            y=MARGIN + row * (NODE_HEIGHT + ROW_GAP),
+        )
+    edges = []
+    for task in tasks:
+        target = nodes[task["task_id"]]
+        sources = [(d, False) for d in task.get("depends_on", []) if d in nodes]
+        if task.get("parent_id") in nodes:
+            sources.append((task["parent_id"], True))
+        for source_id, inserted in sources:
+            source = nodes[source_id]
+            edges.append(
+                Edge(
+                    x1=source.x + NODE_WIDTH,
+                    y1=source.y + NODE_HEIGHT // 2,
+                    x2=target.x,
+                    y2=target.y + NODE_HEIGHT // 2,
+                    inserted=inserted,
+                )
+            )
+    columns = 1 + max(column.values(), default=0)
+    most_rows = max(rows.values(), default=1)
+    return Layout(
+        nodes=list(nodes.values()),
+        edges=edges,
+        width=2 * MARGIN + columns * NODE_WIDTH + (columns - 1) * COLUMN_GAP,
+        height=2 * MARGIN + most_rows * NODE_HEIGHT + (most_rows - 1) * ROW_GAP,
+    )
