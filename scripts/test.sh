@@ -7,6 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/_debian.sh"
 # with Node.js), and tasks run in bubblewrap's namespaces (runtime_sandbox_isolation's default).
 ensure_debian_package npm nodejs npm "the drift benchmark's npm cases"
 ensure_debian_package bwrap bubblewrap "tasks run in namespaces"
+ensure_debian_package chromium chromium "the web UI's browser tests (tests/web/test_browser.py)"
 echo "== ruff" >&2
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench

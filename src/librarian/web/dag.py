@@ -7,6 +7,7 @@ of it, with a dashed edge and border (the template marks it and shows its ration
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ class Node:
     key: str
     status: str
     inserted: bool
+    corrected: bool
     rationale: str | None
     x: int
     y: int
@@ -53,8 +55,9 @@ class Layout:
     height: int
 
 
-def layout(tasks: list[dict[str, Any]]) -> Layout:
-    """Lay out ``tasks`` (a workflow view's tasks, in workflow order)."""
+def layout(tasks: list[dict[str, Any]], *, corrected: Collection[str] = ()) -> Layout:
+    """Lay out ``tasks`` (a workflow view's tasks, in workflow order); ``corrected`` names the tasks
+    whose command the loop rewrote in place (drawn as such: surgery that inserted no task)."""
     by_id = {task["task_id"]: task for task in tasks}
     column: dict[str, int] = {}
 
@@ -80,6 +83,7 @@ def layout(tasks: list[dict[str, Any]]) -> Layout:
             key=task["key"],
             status=task["status"],
             inserted=bool(task.get("parent_id")),
+            corrected=task["key"] in corrected,
             rationale=task.get("rationale"),
             x=MARGIN + col * (NODE_WIDTH + COLUMN_GAP),
             y=MARGIN + row * (NODE_HEIGHT + ROW_GAP),

@@ -15,11 +15,33 @@ __all__ = ["query_spans", "segments"]
 # Words shorter than this are too common to be worth marking ("a", "to", "in").
 _MIN_WORD = 3
 _WORD = re.compile(r"[\w.\-]+", re.UNICODE)
+# Words every English query has: marking them everywhere would hide the words that matched.
+_COMMON = frozenset(
+    {
+        "and",
+        "are",
+        "for",
+        "from",
+        "has",
+        "how",
+        "into",
+        "not",
+        "the",
+        "that",
+        "this",
+        "was",
+        "what",
+        "when",
+        "with",
+        "you",
+    }
+)
 
 
 def query_spans(text: str, query: str) -> list[tuple[int, int]]:
     """The ``[start, end)`` spans of ``text`` where a word of ``query`` occurs (case-insensitive)."""
-    words = sorted({w.lower() for w in _WORD.findall(query) if len(w) >= _MIN_WORD}, key=len, reverse=True)
+    found = {w.lower() for w in _WORD.findall(query) if len(w) >= _MIN_WORD}
+    words = sorted(found - _COMMON, key=len, reverse=True)
     if not words:
         return []
     pattern = re.compile("|".join(re.escape(word) for word in words), re.IGNORECASE)

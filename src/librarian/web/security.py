@@ -31,7 +31,7 @@ def csrf_token(request: Request) -> str:
     existing = request.cookies.get(CSRF_COOKIE, "")
     if len(existing) >= 32:
         return existing
-    token = request.state.__dict__.get("csrf")
+    token = getattr(request.state, "csrf", None)
     if token is None:
         token = secrets.token_urlsafe(32)
         request.state.csrf = token

@@ -146,13 +146,15 @@ def _detail_with_error(pages: Pages, request: Request, workflow_id: str, exc: Li
 def _context(view: dict[str, Any]) -> dict[str, Any]:
     keys = {task["task_id"]: task["key"] for task in view["tasks"]}
     events = view["events"][-MAX_EVENTS:]
+    timeline = [event for event in events if event["kind"] == "correction_step"]
+    corrected = {event["task"] for event in timeline if event.get("data", {}).get("stage") == "correction"}
     return {
         "workflow": view,
-        "dag": layout(view["tasks"]),
+        "dag": layout(view["tasks"], corrected=corrected),
         "node_width": NODE_WIDTH,
         "node_height": NODE_HEIGHT,
         "keys": keys,
-        "timeline": [event for event in events if event["kind"] == "correction_step"],
+        "timeline": timeline,
         "events": events,
         "events_hidden": len(view["events"]) - len(events),
         "running": view["status"] == "running",

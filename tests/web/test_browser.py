@@ -1,0 +1,236 @@
+"""The web UI in a real browser: Debian's Chromium, driven by Playwright, against a real
+``librarian serve`` subprocess holding real data (the AWS CLI's help, a folder of Markdown).
+
+An agent's everyday path, as a person sees it: search and open a result, research a failed command,
+submit the seed's workflow and watch the loop correct it live, answer the loop's question, add a
+source and watch its job. A screenshot of every page is saved under ``$LIBRARIAN_ARTIFACTS``
+(default ``.artifacts``) as a test artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from librarian.demo.s3 import S3Server, object_tags
+from librarian.demo.scenario import BUCKET, KEY, demo_spec
+from tests.skipping import unavailable
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(os.environ.get("LIBRARIAN_ARTIFACTS", ".artifacts")) / "screenshots"
+BIN = Path(sys.executable).parent
+# pip moved --not-required from freeze to list: with no pip docs and no LLM, the loop asks.
+LEAVES = {
+    "name": "leaves",
+    "goal": "List the installed packages nothing else depends on",
+    "tasks": [
+        {
+            "id": "leaves",
+            "executor_type": "command_executor",
+            "payload": {
+                "argv": ["python", "-m", "pip", "freeze", "--not-required"],
+                "expect": {"stdout_contains": "Package"},
+            },
+        }
+    ],
+}
+SCRIPTED = """# Release checklist
+
+Tag the release <script>window.pwned = 1</script> and publish the wheel.
+
+<img src="x" onerror="window.pwned = 2">
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        unavailable("Chromium is missing (apt-get install chromium; scripts/test.sh installs it)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with S3Server(tmp_path_factory.mktemp("s3")) as server:
+        yield server.endpoint
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, aws_cli_home: Path) -> Iterator[str]:
+    """``librarian serve`` on a copy of the AWS CLI home, with a folder of Markdown it may ingest."""
+    root = tmp_path_factory.mktemp("ui-server")
+    home = root / "home"
+    shutil.copytree(aws_cli_home, home)
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "release.md").write_text(SCRIPTED, encoding="utf-8")
+    (docs / "queue.md").write_text("# Queue\n\nThe ingest queue retries a failed upload three times.\n")
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    for name in [key for key in env if key.startswith("LIBRARIAN_")]:
+        env.pop(name)
+    log = (root / "server.log").open("w")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "librarian.cli.main",
+            "--home",
+            str(home),
+            "serve",
+            "--port",
+            str(port),
+            "--allow-path",
+            str(docs),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        else:
+            pytest.fail(f"librarian serve did not start: {(root / 'server.log').read_text()[-2000:]}")
+        # The Markdown folder, ingested as a person would: through the Sources page's API twin.
+        job = httpx.post(f"{url}/sources", json={"uri": str(docs)}, timeout=30).json()["job_id"]
+        done = httpx.get(f"{url}/jobs/{job}", timeout=30).json()
+        while done["status"] in ("queued", "running"):
+            time.sleep(0.3)
+            done = httpx.get(f"{url}/jobs/{job}", timeout=30).json()
+        assert done["status"] == "succeeded", done
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        log.close()
+
+
+@pytest.fixture
+def page(browser: Browser, server: str) -> Iterator[Page]:
+    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+def shoot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_search_and_open_a_result(page: Page) -> None:
+    page.goto("/")
+    assert page.url.endswith("/ui/search")
+    page.fill("input[name=q]", "upload a file to s3 with tags")
+    page.click("form.search button[type=submit]")
+    page.wait_for_selector("article.hit")
+    assert page.locator("article.hit mark").count() > 0
+    shoot(page, "search")
+    first = page.locator("article.hit h3 a").first
+    title = first.inner_text()
+    first.click()
+    page.wait_for_selector("pre.document")
+    assert page.locator("h1").inner_text() and title
+    assert len(page.locator("pre.document").inner_text()) > 200
+    shoot(page, "page")
+
+
+def test_a_script_in_a_document_never_runs(page: Page) -> None:
+    page.goto("/ui/search?q=release+checklist+wheel")
+    page.wait_for_selector("article.hit")
+    assert "<script>window.pwned = 1</script>" in page.locator("main").inner_text()
+    page.locator("article.hit h3 a", has_text="Release checklist").first.click()
+    page.wait_for_selector("pre.document")
+    assert "onerror" in page.locator("pre.document").inner_text()
+    assert page.evaluate("typeof window.pwned") == "undefined"
+
+
+def test_research_a_failed_command(page: Page) -> None:
+    page.goto("/ui/research")
+    page.fill("input[name=sdk]", "aws")
+    page.fill("input[name=q]", "upload a file with tags")
+    page.fill("textarea[name=error_text]", "Unknown options: --tagging, compliance=strict")
+    page.click("form.stack button[type=submit]")
+    page.wait_for_selector(".answer .confidence")
+    assert float(page.locator(".answer .confidence").inner_text()) > 0
+    assert "put-object" in page.locator(".answer").inner_text()
+    shoot(page, "research")
+
+
+def test_the_seed_workflow_is_corrected_live(page: Page, s3: str) -> None:
+    page.goto("/ui/workflows")
+    page.fill("textarea[name=workflow]", json.dumps(demo_spec(s3).to_dict(), indent=2))
+    page.click("form.stack button[type=submit]")
+    page.wait_for_url("**/ui/workflows/*")
+    page.evaluate("window.__stayed = true")
+    # No reload: the page follows the workflow over server-sent events and redraws itself.
+    page.wait_for_function(
+        "document.getElementById('workflow-status').textContent.trim() === 'success'", timeout=240_000
+    )
+    assert page.evaluate("window.__stayed === true")
+    timeline = page.locator("ol.timeline").inner_text()
+    assert "correction" in timeline and "research" in timeline
+    assert page.locator("svg.dag g.node").count() >= 4
+    assert object_tags(s3, BUCKET, KEY) == [{"Key": "compliance", "Value": "strict"}]
+    shoot(page, "workflow")
+
+
+def test_the_loops_question_is_answered_in_the_page(page: Page) -> None:
+    page.goto("/ui/workflows")
+    page.fill("textarea[name=workflow]", json.dumps(LEAVES))
+    page.click("form.stack button[type=submit]")
+    page.wait_for_selector("section.question", timeout=180_000)
+    assert "--not-required" in page.locator("section.question").inner_text()
+    shoot(page, "question")
+    page.fill("section.question input[name=answer]", "pip list --not-required")
+    page.click("section.question button[type=submit]")
+    page.wait_for_function(
+        "document.getElementById('workflow-status').textContent.trim() === 'success'", timeout=180_000
+    )
+    assert "pip list --not-required" in page.locator("table.tasks").inner_text()
+    page.goto("/ui/workflows")
+    assert page.locator("table.list tbody tr").count() >= 2
+    shoot(page, "workflows")
+
+
+def test_sources_show_their_runs_and_a_refresh_runs_live(page: Page) -> None:
+    page.goto("/ui/sources")
+    rows = page.locator("table.sources tbody tr")
+    assert rows.count() >= 2 and "release.md" not in rows.first.inner_text()
+    page.locator("table.sources form button", has_text="Refresh").last.click()
+    page.wait_for_selector("#jobs tr[data-job]")
+    page.wait_for_function("!document.querySelector('#jobs .s-running, #jobs .s-queued')", timeout=120_000)
+    assert page.locator("#jobs .s-succeeded").count() >= 1
+    # A bad form is a clear message, not a traceback.
+    page.fill("input[name=uri]", "/etc")
+    page.locator("form.stack button[type=submit]").click()
+    page.wait_for_selector("p.error")
+    assert "Traceback" not in page.content()
+    shoot(page, "sources")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

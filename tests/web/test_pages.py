@@ -1,0 +1,210 @@
+"""The web UI's pages over HTTP (no browser): sign-in, CSRF, escaping, access control, forms.
+
+The browser tests (test_browser.py) show the pages work for a person; these pin down the rules an
+attacker would probe: another site's form, a stolen redirect, a cookie sent to the REST API, a
+document holding HTML, another organisation's data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from librarian.api import create_app
+from librarian.app import Librarian
+from librarian.config import Settings
+from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.knowledge.documents import DocumentDraft
+
+HELLO = """\
+name: hello
+tasks:
+  - id: greet
+    executor_type: command_executor
+    payload: {argv: [echo, hello]}
+"""
+
+
+@dataclass
+class Site:
+    """The app, the tokens of alice (write, acme), eve (admin, globex), and the folder it may ingest."""
+
+    app: object
+    tokens: dict[str, str]
+    docs: Path
+
+    def browser(self, user: str | None = None) -> TestClient:
+        """A client that keeps cookies, like a browser; signed in as ``user`` when given."""
+        client = TestClient(self.app, base_url="http://testserver")  # type: ignore[arg-type]
+        if user is not None:
+            page = client.get("/ui/sign-in")
+            signed = client.post(
+                "/ui/sign-in",
+                data={"token": self.tokens[user], "next": "/ui/search", "csrf": csrf_of(page.text)},
+                follow_redirects=False,
+            )
+            assert signed.status_code == 303, signed.text
+        return client
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF field in the page"
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("web-pages")
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "queue.md").write_text("# Queue\n\nThe ingest queue retries a failed upload three times.\n")
+    settings = Settings(home=root / "home", runtime_workers=2)
+    with Librarian(settings, embedder=embedder) as lib:
+        operator = lib.default_principal
+        tokens = {}
+        for organization, name, admin in (("acme", "alice", False), ("globex", "eve", True)):
+            lib.identity.create_organization(operator, organization)
+            lib.identity.create_user(operator, organization, name, admin=admin)
+            scopes = ["admin"] if admin else ["write"]
+            tokens[name] = lib.identity.create_token(operator, organization, name, scopes=scopes)["token"]
+        alice = lib.identity.authenticate(tokens["alice"])
+        lib.knowledge.documents.create(
+            alice,
+            DocumentDraft(
+                title="Acme payroll <b>runbook</b>",
+                content="Rotate the payroll signing key <script>alert('x')</script> every quarter.",
+                document_type="runbook",
+                visibility="organization",
+            ),
+        )
+        yield Site(create_app(lib, allowed_roots=[str(docs)]), tokens, docs)
+
+
+def test_pages_need_a_session_when_tokens_exist_and_the_cookie_never_opens_the_api(site: Site) -> None:
+    anonymous = site.browser()
+    bounced = anonymous.get("/ui/workflows?status=failed", follow_redirects=False)
+    assert bounced.status_code == 303
+    assert bounced.headers["location"] == "/ui/sign-in?next=%2Fui%2Fworkflows%3Fstatus%3Dfailed"
+
+    form = anonymous.get("/ui/sign-in")
+    wrong = anonymous.post("/ui/sign-in", data={"token": "lib_nope", "csrf": csrf_of(form.text)})
+    assert wrong.status_code == 401 and "not valid" in wrong.text and "Traceback" not in wrong.text
+
+    alice = site.browser("alice")
+    assert alice.get("/ui/workflows").status_code == 200
+    cookie = alice.cookies.get("librarian_session")
+    assert cookie == site.tokens["alice"]
+    # The REST API takes bearer tokens only: a browser's cookie (sent by any site's form) opens nothing.
+    assert alice.get("/workflows").status_code == 401
+
+    # Signing in never redirects to another site.
+    page = anonymous.get("/ui/sign-in")
+    away = anonymous.post(
+        "/ui/sign-in",
+        data={"token": site.tokens["alice"], "next": "https://evil.example/x", "csrf": csrf_of(page.text)},
+        follow_redirects=False,
+    )
+    assert away.headers["location"] == "/ui/search"
+
+    out = alice.post(
+        "/ui/sign-out", data={"csrf": csrf_of(alice.get("/ui/search").text)}, follow_redirects=False
+    )
+    assert out.status_code == 303 and alice.get("/ui/search", follow_redirects=False).status_code == 303
+
+
+def test_forms_need_this_sites_csrf_token(site: Site) -> None:
+    alice = site.browser("alice")
+    token = csrf_of(alice.get("/ui/workflows").text)
+
+    missing = alice.post("/ui/workflows", data={"workflow": HELLO})
+    forged = alice.post("/ui/workflows", data={"workflow": HELLO, "csrf": "guessed" * 6})
+    cross_site = alice.post(
+        "/ui/workflows", data={"workflow": HELLO, "csrf": token}, headers={"Origin": "https://evil.example"}
+    )
+    fine = alice.post("/ui/workflows", data={"workflow": HELLO, "csrf": token}, follow_redirects=False)
+
+    for refused in (missing, forged, cross_site):
+        assert refused.status_code == 403, refused.text
+    assert "security token" in missing.text and "another site" in cross_site.text
+    assert fine.status_code == 303 and fine.headers["location"].startswith("/ui/workflows/")
+
+
+def test_html_in_documents_is_shown_as_text(site: Site) -> None:
+    alice = site.browser("alice")
+    found = alice.get("/ui/search", params={"q": "payroll signing key", "scope": "knowledge"})
+
+    assert "Acme payroll &lt;b&gt;runbook&lt;/b&gt;" in found.text
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in found.text
+    assert "<script>alert" not in found.text and "<b>runbook" not in found.text
+    link = re.search(r'href="(/ui/page\?document_id=\d+)"', found.text)
+    assert link is not None
+    page = alice.get(link.group(1).replace("&amp;", "&"))
+    assert page.status_code == 200 and "<script>alert" not in page.text and "&lt;script&gt;" in page.text
+
+
+def test_another_organisation_sees_none_of_it(site: Site) -> None:
+    alice, eve = site.browser("alice"), site.browser("eve")
+    submitted = alice.post(
+        "/ui/workflows",
+        data={"workflow": HELLO, "csrf": csrf_of(alice.get("/ui/workflows").text)},
+        follow_redirects=False,
+    )
+    workflow_page = submitted.headers["location"]
+
+    searched = eve.get("/ui/search", params={"q": "payroll signing key"})
+    listed = eve.get("/ui/workflows")
+    opened = eve.get(workflow_page)
+    live = eve.get(workflow_page + "/live")
+    cancel = eve.post(workflow_page + "/cancel", data={"csrf": csrf_of(listed.text)})
+
+    # Past the search box, which echoes the query.
+    results = searched.text.split('action="/ui/search"', 1)[1].split("</form>", 1)[1]
+    assert "payroll" not in results.lower() and "No knowledge document matches." in results
+    assert workflow_page.rsplit("/", 1)[1] not in listed.text
+    assert opened.status_code == live.status_code == cancel.status_code == 404
+    assert "no workflow" in opened.text
+
+
+def test_bad_workflow_and_source_forms_say_what_is_wrong(site: Site) -> None:
+    alice = site.browser("alice")
+    token = csrf_of(alice.get("/ui/workflows").text)
+    unknown = "name: x\ntasks:\n  - id: build\n    executor_type: teleport\n    payload: {}\n"
+
+    empty = alice.post("/ui/workflows", data={"workflow": " ", "csrf": token})
+    invalid = alice.post("/ui/workflows", data={"workflow": unknown, "csrf": token})
+    outside = alice.post("/ui/sources", data={"uri": "/etc", "csrf": token})
+    version_only = alice.post(
+        "/ui/sources", data={"uri": str(site.docs), "sdk_version": "1.0", "csrf": token}
+    )
+
+    assert empty.status_code == 422 and "paste a workflow" in empty.text
+    assert invalid.status_code == 422 and "&#39;build&#39;" in invalid.text and "teleport" in invalid.text
+    assert "teleport" in invalid.text.split("<textarea", 1)[1]  # the text comes back to be fixed
+    assert outside.status_code in (403, 422) and "/etc" in outside.text
+    assert version_only.status_code == 422 and "SDK name" in version_only.text
+    for answer in (empty, invalid, outside, version_only):
+        assert "Traceback" not in answer.text
+
+
+def test_a_workflow_page_draws_its_dag_and_a_source_can_be_added_and_refreshed(site: Site) -> None:
+    alice = site.browser("alice")
+    token = csrf_of(alice.get("/ui/sources").text)
+    added = alice.post("/ui/sources", data={"uri": str(site.docs), "csrf": token}, follow_redirects=False)
+    assert added.status_code == 303
+    jobs = alice.get("/ui/sources/jobs")
+    assert "data-job" in jobs.text
+
+    two = "name: two\ntasks:\n  - {id: a, executor_type: command_executor, payload: {argv: [echo, a]}}\n"
+    two += "  - {id: b, executor_type: command_executor, payload: {argv: [echo, b]}, depends_on: [a]}\n"
+    location = alice.post("/ui/workflows", data={"workflow": two, "csrf": token}, follow_redirects=False)
+    page = alice.get(location.headers["location"])
+    assert page.status_code == 200
+    assert page.text.count('<g class="node') == 2 and page.text.count('class="edge') == 1
+    follow = alice.get(location.headers["location"] + "/follow")
+    assert follow.headers["content-type"].startswith("text/event-stream") and "event: end" in follow.text
