@@ -31,6 +31,7 @@ from bench.search_latency import QUERY_WORDS, SDKS, VERSIONS, build, wait_until_
 from librarian.api import create_app
 from librarian.app import Librarian
 from librarian.config import Settings
+from librarian.research.service import research_api_usage
 from librarian.runtime import store
 from librarian.runtime.contracts import TaskStatus, WorkflowStatus
 from librarian.runtime.models import Task, Workflow
@@ -94,7 +95,8 @@ def page_paths(workflow_ids: list[str], requests: int, seed: int = 13) -> dict[s
     return {
         "search (docs + knowledge)": [f"/ui/search?q={query()}" for _ in range(requests)],
         "search, sdk + version": [
-            f"/ui/search?q={query()}&sdk={rng.choice(SDKS)}&version={rng.choice(VERSIONS)}" for _ in range(requests)
+            f"/ui/search?q={query()}&sdk={rng.choice(SDKS)}&version={rng.choice(VERSIONS)}"
+            for _ in range(requests)
         ],
         "research": [f"/ui/research?sdk={rng.choice(SDKS)}&q={query()}" for _ in range(requests)],
         "workflows list": ["/ui/workflows"] * requests,
@@ -105,6 +107,30 @@ def page_paths(workflow_ids: list[str], requests: int, seed: int = 13) -> dict[s
         "sources": ["/ui/sources"] * requests,
         "page": ["/ui/page?url=bench://synthetic&version=1.0"] * requests,
     }
+
+
+def service_times(lib: Librarian, requests: int, seed: int = 13) -> dict[str, dict[str, float]]:
+    """The same retrievals called on the facade directly: what a page adds is the difference."""
+    rng = random.Random(seed)
+    queries = [" ".join(rng.sample(QUERY_WORDS, 3)) for _ in range(requests)]
+    calls = {
+        "lib.search (no filter)": lambda q: lib.search(q, top_k=10),
+        "lib.knowledge.search": lambda q: lib.knowledge.search(q, limit=10),
+        "research_api_usage": lambda q: research_api_usage(lib, rng.choice(SDKS), q),
+    }
+    found = {}
+    for name, call in calls.items():
+        samples = []
+        for query in queries:
+            started = time.perf_counter()
+            call(query)
+            samples.append((time.perf_counter() - started) * 1000)
+        samples.sort()
+        found[name] = {
+            "p50_ms": round(statistics.median(samples), 2),
+            "p95_ms": round(samples[int(0.95 * (len(samples) - 1))], 2),
+        }
+    return found
 
 
 def live_delays(client: TestClient, lib: Librarian, tasks: int) -> dict[str, float]:
@@ -127,7 +153,9 @@ def live_delays(client: TestClient, lib: Librarian, tasks: int) -> dict[str, flo
     listener.start()
     listener.join(timeout=tasks * 5 + 60)
     with lib.sessions() as session:
-        events = {event.id: as_utc(event.at).timestamp() for event in store.events(session, _uuid(workflow_id))}
+        events = {
+            event.id: as_utc(event.at).timestamp() for event in store.events(session, _uuid(workflow_id))
+        }
     # A change message names the newest event of its batch; every event up to it arrived with it.
     delays = []
     seen = 0
@@ -151,7 +179,9 @@ def _uuid(text: str) -> Any:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--workflows", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=60, help="requests per page")
@@ -180,6 +210,7 @@ def main() -> None:
                         name: timed(client, paths)
                         for name, paths in page_paths(workflow_ids, args.requests).items()
                     },
+                    "services": service_times(lib, args.requests, seed=17),
                     "live": live_delays(client, lib, args.live_tasks),
                 }
     print(json.dumps(result, indent=2), flush=True)

@@ -17,6 +17,7 @@ from librarian.mcp import create_mcp_server
 from mcp import Client
 from tests.mcp.test_mcp import structured
 from tests.mcp.test_mcp_runbooks import error_text
+from tests.workflow_samples import LEAVES, sleeping
 
 WORKFLOW_TOOLS = {
     "run_workflow",
@@ -25,22 +26,6 @@ WORKFLOW_TOOLS = {
     "cancel_workflow",
     "list_workflows",
     "list_verified_fixes",
-}
-# pip moved --not-required from freeze to list; with no documentation and no LLM only a person (or
-# the agent) can say so: the loop asks.
-LEAVES = {
-    "name": "leaves",
-    "goal": "List the installed packages nothing else depends on",
-    "tasks": [
-        {
-            "id": "leaves",
-            "executor_type": "command_executor",
-            "payload": {
-                "argv": ["python", "-m", "pip", "freeze", "--not-required"],
-                "expect": {"stdout_contains": "Package"},
-            },
-        }
-    ],
 }
 
 
@@ -111,18 +96,7 @@ async def test_an_agent_runs_a_workflow_and_answers_the_loops_question(lib: Libr
 
 @pytest.mark.anyio
 async def test_an_agent_cancels_a_workflow_and_bad_input_is_a_readable_error(lib: Librarian) -> None:
-    slow = {
-        "name": "slow",
-        "tasks": [
-            {"id": "wait", "executor_type": "command_executor", "payload": {"argv": ["sleep", "2"]}},
-            {
-                "id": "never",
-                "executor_type": "command_executor",
-                "payload": {"argv": ["true"]},
-                "depends_on": ["wait"],
-            },
-        ],
-    }
+    slow = sleeping(2)
     async with Client(create_mcp_server(lib)) as client:
         started = await call(client, "run_workflow", workflow=slow, wait_seconds=0)
         cancelled = await call(client, "cancel_workflow", workflow_id=started["workflow_id"])

@@ -25,26 +25,13 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from librarian.demo.s3 import S3Server, object_tags
 from librarian.demo.scenario import BUCKET, KEY, demo_spec
+from tests.mcp.test_mcp_runbooks import TRIAGE
 from tests.skipping import unavailable
+from tests.workflow_samples import LEAVES
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("LIBRARIAN_ARTIFACTS", ".artifacts")) / "screenshots"
 BIN = Path(sys.executable).parent
-# pip moved --not-required from freeze to list: with no pip docs and no LLM, the loop asks.
-LEAVES = {
-    "name": "leaves",
-    "goal": "List the installed packages nothing else depends on",
-    "tasks": [
-        {
-            "id": "leaves",
-            "executor_type": "command_executor",
-            "payload": {
-                "argv": ["python", "-m", "pip", "freeze", "--not-required"],
-                "expect": {"stdout_contains": "Package"},
-            },
-        }
-    ],
-}
 SCRIPTED = """# Release checklist
 
 Tag the release <script>window.pwned = 1</script> and publish the wheel.
@@ -119,6 +106,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, aws_cli_home: Path) -> Iter
             time.sleep(0.3)
             done = httpx.get(f"{url}/jobs/{job}", timeout=30).json()
         assert done["status"] == "succeeded", done
+        added = httpx.post(f"{url}/runbooks", json={"text": TRIAGE}, timeout=60)
+        assert added.status_code == 201, added.text
         yield url
     finally:
         process.terminate()
@@ -228,6 +217,32 @@ def test_sources_show_their_runs_and_a_refresh_runs_live(page: Page) -> None:
     page.wait_for_selector("p.error")
     assert "Traceback" not in page.content()
     shoot(page, "sources")
+
+
+def test_a_runbook_runs_step_by_step_with_its_question_answered_in_the_page(page: Page) -> None:
+    page.goto("/ui/runbooks")
+    page.fill("input[name=q]", "checkout is slow, p99 latency doubled")
+    page.click("form.search button[type=submit]")
+    page.locator("table.list a", has_text="Checkout latency triage").click()
+    assert page.locator("li.flowstep").count() == 5
+    shoot(page, "runbook")
+    page.fill("input[name=problem]", "slow checkout")
+    page.locator("form.stack button[type=submit]", has_text="Start").click()
+    page.wait_for_url("**/ui/runbook-executions/*")
+    page.locator("section.question button", has_text="Run the next step").click()
+    page.wait_for_selector("text=p99 checkout 950ms")
+    page.locator("section.question button", has_text="Run the next step").click()
+    page.wait_for_selector("section.question textarea[name=answer]")
+    assert "The p99 of checkout is 950 ms" in page.locator("section.question").inner_text()
+    shoot(page, "runbook-execution")
+    page.fill("section.question textarea[name=answer]", "verdict: slow, three times the budget")
+    page.locator("section.question button[type=submit]").click()
+    for _ in range(5):
+        if page.locator("#execution-status").inner_text() == "completed":
+            break
+        page.locator("section.question button", has_text="Run the next step").click()
+    assert page.locator("#execution-status").inner_text() == "completed"
+    assert "scaling checkout" in page.locator("ol.flow").inner_text()
 
 
 def _free_port() -> int:

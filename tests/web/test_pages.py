@@ -19,7 +19,10 @@ from librarian.api import create_app
 from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.incidents.service import IncidentDraft
 from librarian.knowledge.documents import DocumentDraft
+from librarian.runbooks.catalog import RunbookInput
+from tests.mcp.test_mcp_runbooks import TRIAGE
 
 HELLO = """\
 name: hello
@@ -32,11 +35,13 @@ tasks:
 
 @dataclass
 class Site:
-    """The app, the tokens of alice (write, acme), eve (admin, globex), and the folder it may ingest."""
+    """The app, the tokens of alice (write) and root (admin) of acme and eve (admin, globex), the folder
+    it may ingest, and the facade."""
 
     app: object
     tokens: dict[str, str]
     docs: Path
+    lib: Librarian
 
     def browser(self, user: str | None = None) -> TestClient:
         """A client that keeps cookies, like a browser; signed in as ``user`` when given."""
@@ -68,8 +73,13 @@ def site(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder
     with Librarian(settings, embedder=embedder) as lib:
         operator = lib.default_principal
         tokens = {}
-        for organization, name, admin in (("acme", "alice", False), ("globex", "eve", True)):
-            lib.identity.create_organization(operator, organization)
+        for organization, name, admin in (
+            ("acme", "alice", False),
+            ("acme", "root", True),
+            ("globex", "eve", True),
+        ):
+            if name != "root":
+                lib.identity.create_organization(operator, organization)
             lib.identity.create_user(operator, organization, name, admin=admin)
             scopes = ["admin"] if admin else ["write"]
             tokens[name] = lib.identity.create_token(operator, organization, name, scopes=scopes)["token"]
@@ -83,7 +93,7 @@ def site(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder
                 visibility="organization",
             ),
         )
-        yield Site(create_app(lib, allowed_roots=[str(docs)]), tokens, docs)
+        yield Site(create_app(lib, allowed_roots=[str(docs)]), tokens, docs, lib)
 
 
 def test_pages_need_a_session_when_tokens_exist_and_the_cookie_never_opens_the_api(site: Site) -> None:
@@ -208,3 +218,93 @@ def test_a_workflow_page_draws_its_dag_and_a_source_can_be_added_and_refreshed(s
     assert page.text.count('<g class="node') == 2 and page.text.count('class="edge') == 1
     follow = alice.get(location.headers["location"] + "/follow")
     assert follow.headers["content-type"].startswith("text/event-stream") and "event: end" in follow.text
+
+
+def test_a_runbook_page_draws_its_steps_and_runs_them_one_by_one(site: Site) -> None:
+    alice, eve = site.browser("alice"), site.browser("eve")
+    token = csrf_of(alice.get("/ui/runbooks").text)
+    added = site.lib.runbooks.add(site.lib.identity.authenticate(site.tokens["alice"]), RunbookInput(TRIAGE))
+    page = alice.get(f"/ui/runbooks/{added['id']}")
+    assert page.status_code == 200 and page.text.count('class="flowstep') == 5
+    assert "if true → 4 · if false → 5" in page.text
+    assert eve.get(f"/ui/runbooks/{added['id']}").status_code == 404  # another organisation
+
+    bad = alice.post(f"/ui/runbooks/{added['id']}/executions", data={"variables": "oops", "csrf": token})
+    assert bad.status_code == 422 and "variables, line 1" in bad.text
+    started = alice.post(
+        f"/ui/runbooks/{added['id']}/executions",
+        data={"variables": "service=checkout", "problem": "slow", "csrf": token},
+        follow_redirects=False,
+    )
+    execution = started.headers["location"]
+    alice.post(execution + "/step", data={"csrf": token})
+    waiting = alice.post(execution + "/step", data={"csrf": token})
+    assert "Your answer" in waiting.text and "The p99 of checkout is 950 ms" in waiting.text
+    alice.post(execution + "/step", data={"answer": "verdict: slow", "csrf": token})
+    done = alice.get(execution)
+    while 'id="execution-status">completed' not in done.text:
+        done = alice.post(execution + "/step", data={"csrf": token})
+        assert done.status_code == 200 and done.text.count("<li") < 40
+    assert "scaling checkout" in done.text
+    assert eve.get(execution).status_code == 404
+    assert (
+        eve.post(execution + "/step", data={"csrf": csrf_of(eve.get("/ui/runbooks").text)}).status_code == 404
+    )
+
+
+def test_incidents_show_their_similar_ones_and_take_a_verdict(site: Site) -> None:
+    alice, eve = site.browser("alice"), site.browser("eve")
+    me = site.lib.identity.authenticate(site.tokens["alice"])
+    disk = "Disk full on db-1: No space left on device, writes failing"
+    first = site.lib.incidents.create(
+        me, IncidentDraft(title="db-1 disk full", description=disk, severity="high")
+    )
+    second = site.lib.incidents.create(
+        me,
+        IncidentDraft(
+            title="db-2 disk full", description=disk.replace("db-1", "db-2"), solution_applied="rotate logs"
+        ),
+    )
+    listed = alice.get("/ui/incidents")
+    similar = alice.get("/ui/incidents", params={"q": "no space left on device on the database"})
+    page = alice.get(f"/ui/incidents/{first['id']}")
+    assert "db-1 disk full" in listed.text and "db-2 disk full" in similar.text
+    assert f'data-incident="{second["id"]}"' in page.text and "rotate logs" in page.text
+
+    token = csrf_of(page.text)
+    marked = alice.post(
+        f"/ui/incidents/{first['id']}/similar/{second['id']}", data={"verdict": "not_similar", "csrf": token}
+    )
+    assert marked.status_code == 200 and f'data-incident="{second["id"]}"' not in marked.text
+    assert eve.get(f"/ui/incidents/{first['id']}").status_code == 404
+
+
+def test_an_administrator_approves_a_quarantined_tool_in_the_page(site: Site) -> None:
+    alice, root = site.browser("alice"), site.browser("root")
+    me = site.lib.identity.authenticate(site.tokens["alice"])
+    # A tool on a network service: active at once; its author sends it back to review.
+    tool = site.lib.discovery.register_tool(
+        {
+            "name": "lint",
+            "type": "mcp",
+            "description": "Lint Python files",
+            "binding": {"url": "https://mcp.example.org/mcp", "tool": "lint"},
+        },
+        principal=me,
+    )
+    tool = site.lib.discovery.set_status(tool["toolId"], "quarantined", principal=me)
+    assert tool["status"] == "quarantined"
+
+    waiting = root.get("/ui/tools", params={"status": "quarantined"})
+    assert f'data-tool="{tool["toolId"]}"' in waiting.text and "Approve" in waiting.text
+    assert "Approve" not in alice.get("/ui/tools", params={"status": "quarantined"}).text  # not an admin
+    own = csrf_of(alice.get("/ui/tools").text)  # alice's own page: the refusal is about the role
+    refused = alice.post(f"/ui/tools/{tool['id']}/status", data={"status": "active", "csrf": own})
+    assert refused.status_code == 403 and "admin" in refused.text
+    approved = root.post(
+        f"/ui/tools/{tool['id']}/status", data={"status": "active", "csrf": csrf_of(waiting.text)}
+    )
+    assert approved.status_code == 200, approved.text[-1500:]
+    assert f'data-tool="{tool["toolId"]}"' in approved.text
+    found = alice.get("/ui/tools", params={"q": "lint my python code"})
+    assert "lint" in found.text and "Lint Python files" in found.text

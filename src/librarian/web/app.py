@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +38,8 @@ class Pages:
         self.lib = lib
         self.policy = policy
         self.templates = Jinja2Templates(directory=str(_HERE / "templates"))  # autoescapes .html
+        # Pages that make independent retrievals (search: documentation and knowledge) run them here.
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ui-page")
 
     def caller(self, request: Request) -> Principal:
         """The principal the authentication middleware resolved (from the session cookie)."""
@@ -68,6 +71,8 @@ class Pages:
 
 def install_web(app: FastAPI, lib: Librarian, policy: SourcePolicy) -> None:
     """Serve the UI at ``/`` (pages under ``/ui``), with its assets from the package."""
+    from librarian.web.registry_pages import registry_router
+    from librarian.web.runbook_pages import runbook_router
     from librarian.web.search_pages import search_router
     from librarian.web.source_pages import source_router
     from librarian.web.workflow_pages import workflow_router
@@ -117,6 +122,8 @@ def install_web(app: FastAPI, lib: Librarian, policy: SourcePolicy) -> None:
     app.include_router(search_router(pages))
     app.include_router(workflow_router(pages))
     app.include_router(source_router(pages))
+    app.include_router(runbook_router(pages))
+    app.include_router(registry_router(pages))
 
 
 def _tokens(request: Request) -> TokenAuthenticator:

@@ -61,8 +61,23 @@ def search_router(pages: Pages) -> APIRouter:
             tag_list = tuple(t.strip() for t in tags.split(",") if t.strip())
             try:
                 fetched_after, fetched_before = _date(after, "after"), _date(before, "before")
-                if form["scope"] in ("all", "docs"):
-                    found = lib.search(
+                # Knowledge documents have no version: a version filter means documentation only.
+                wanted_docs = form["scope"] in ("all", "docs")
+                wanted_knowledge = form["scope"] in ("all", "knowledge") and not version
+                chosen = {
+                    "document_type": document_type,
+                    "category": category,
+                    "tags": list(tag_list),
+                    "sdk_name": sdk,
+                    "created_after": fetched_after.isoformat() if fetched_after else None,
+                    "created_before": fetched_before.isoformat() if fetched_before else None,
+                }
+                filters = KnowledgeFilters.from_mapping({k: v for k, v in chosen.items() if v})
+                # The two retrievals are independent: run them side by side (each mostly waits on
+                # SQLite and the vector index, which release the GIL).
+                found_docs = (
+                    pages.executor.submit(
+                        lib.search,
                         q,
                         sdk_name=sdk or None,
                         sdk_version=version or None,
@@ -74,25 +89,23 @@ def search_router(pages: Pages) -> APIRouter:
                         top_k=limit,
                         principal=principal,
                     )
-                    docs = [_doc_hit(hit.to_dict(), q) for hit in found]
-                # Knowledge documents have no version: a version filter means documentation only.
-                if form["scope"] in ("all", "knowledge") and not version:
-                    chosen = {
-                        "document_type": document_type,
-                        "category": category,
-                        "tags": list(tag_list),
-                        "sdk_name": sdk,
-                        "created_after": fetched_after.isoformat() if fetched_after else None,
-                        "created_before": fetched_before.isoformat() if fetched_before else None,
-                    }
-                    filters = KnowledgeFilters.from_mapping({k: v for k, v in chosen.items() if v})
-                    # Ingested documentation is knowledge too: list each page once, with the docs.
-                    shown = {hit["source_url"] for hit in docs}
-                    knowledge = [
-                        _knowledge_hit(hit)
-                        for hit in lib.knowledge.search(q, filters=filters, limit=limit, principal=principal)
-                        if not hit.get("source_url") or hit["source_url"] not in shown
-                    ]
+                    if wanted_docs
+                    else None
+                )
+                found_knowledge = (
+                    lib.knowledge.search(q, filters=filters, limit=limit, principal=principal)
+                    if wanted_knowledge
+                    else []
+                )
+                if found_docs is not None:
+                    docs = [_doc_hit(hit.to_dict(), q) for hit in found_docs.result()]
+                # Ingested documentation is knowledge too: list each page once, with the docs.
+                shown = {hit["source_url"] for hit in docs}
+                knowledge = [
+                    _knowledge_hit(hit)
+                    for hit in found_knowledge
+                    if not hit.get("source_url") or hit["source_url"] not in shown
+                ]
             except LibrarianError as exc:
                 error = exc.message
         full = limit < 50 and limit in (len(docs), len(knowledge))
