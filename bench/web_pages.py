@@ -23,6 +23,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -113,7 +114,7 @@ def service_times(lib: Librarian, requests: int, seed: int = 13) -> dict[str, di
     """The same retrievals called on the facade directly: what a page adds is the difference."""
     rng = random.Random(seed)
     queries = [" ".join(rng.sample(QUERY_WORDS, 3)) for _ in range(requests)]
-    calls = {
+    calls: dict[str, Callable[[str], object]] = {
         "lib.search (no filter)": lambda q: lib.search(q, top_k=10),
         "lib.knowledge.search": lambda q: lib.knowledge.search(q, limit=10),
         "research_api_usage": lambda q: research_api_usage(lib, rng.choice(SDKS), q),
