@@ -21,9 +21,9 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from fastapi.testclient import TestClient
