@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,6 +16,9 @@ from librarian.app import Librarian
 from librarian.catalog.policy import SourcePolicy
 from librarian.errors import LibrarianError, UnauthorizedError
 from librarian.knowledge.access import Principal, local_principal
+from librarian.web.registry_pages import registry_router
+from librarian.web.runbook_pages import runbook_router
+from librarian.web.search_pages import search_router
 from librarian.web.security import (
     CSRF_FIELD,
     check_csrf,
@@ -25,6 +27,8 @@ from librarian.web.security import (
     remember_csrf,
     set_session,
 )
+from librarian.web.source_pages import source_router
+from librarian.web.workflow_pages import workflow_router
 
 __all__ = ["Pages", "install_web"]
 
@@ -38,8 +42,6 @@ class Pages:
         self.lib = lib
         self.policy = policy
         self.templates = Jinja2Templates(directory=str(_HERE / "templates"))  # autoescapes .html
-        # Pages that make independent retrievals (search: documentation and knowledge) run them here.
-        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ui-page")
 
     def caller(self, request: Request) -> Principal:
         """The principal the authentication middleware resolved (from the session cookie)."""
@@ -71,12 +73,6 @@ class Pages:
 
 def install_web(app: FastAPI, lib: Librarian, policy: SourcePolicy) -> None:
     """Serve the UI at ``/`` (pages under ``/ui``), with its assets from the package."""
-    from librarian.web.registry_pages import registry_router
-    from librarian.web.runbook_pages import runbook_router
-    from librarian.web.search_pages import search_router
-    from librarian.web.source_pages import source_router
-    from librarian.web.workflow_pages import workflow_router
-
     pages = Pages(lib, policy)
     app.mount(f"{PAGES_PREFIX}/static", StaticFiles(directory=str(_HERE / "static")), name="ui-static")
 

@@ -73,11 +73,8 @@ def search_router(pages: Pages) -> APIRouter:
                     "created_before": fetched_before.isoformat() if fetched_before else None,
                 }
                 filters = KnowledgeFilters.from_mapping({k: v for k, v in chosen.items() if v})
-                # The two retrievals are independent: run them side by side (each mostly waits on
-                # SQLite and the vector index, which release the GIL).
                 found_docs = (
-                    pages.executor.submit(
-                        lib.search,
+                    lib.search(
                         q,
                         sdk_name=sdk or None,
                         sdk_version=version or None,
@@ -90,15 +87,14 @@ def search_router(pages: Pages) -> APIRouter:
                         principal=principal,
                     )
                     if wanted_docs
-                    else None
+                    else []
                 )
                 found_knowledge = (
                     lib.knowledge.search(q, filters=filters, limit=limit, principal=principal)
                     if wanted_knowledge
                     else []
                 )
-                if found_docs is not None:
-                    docs = [_doc_hit(hit.to_dict(), q) for hit in found_docs.result()]
+                docs = [_doc_hit(hit.to_dict(), q) for hit in found_docs]
                 # Ingested documentation is knowledge too: list each page once, with the docs.
                 shown = {hit["source_url"] for hit in docs}
                 knowledge = [
