@@ -15,6 +15,7 @@ from librarian.api.knowledge_routes import MAX_ID, caller
 from librarian.app import Librarian
 from librarian.catalog.jobs import STATUSES, IngestRequest
 from librarian.catalog.policy import SourcePolicy
+from librarian.catalog.source_kinds import SOURCE_KINDS
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": dict[str, Any]} for code in (401, 403, 404, 409, 422)
@@ -22,9 +23,23 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 class SourceRequest(BaseModel):
-    """A source to ingest: a git URL (http, https, ssh) or an allowed local path."""
+    """A source to ingest: a git URL (http, https, ssh) or an allowed local path, or (``kind``) a
+    website, an OpenAPI document, a program's CLI help or an installed Python package."""
 
-    uri: str = Field(min_length=1, max_length=4000)
+    uri: str = Field(
+        min_length=1,
+        max_length=4000,
+        description="The git URL or folder; the site's or OpenAPI document's URL; the program or "
+        "distribution name (kinds cli and package).",
+    )
+    kind: str = Field(
+        default="auto",
+        description=f"One of {', '.join(SOURCE_KINDS)}. cli and package run programs on the server: "
+        "administrators only.",
+    )
+    scopes: list[str] = Field(
+        default_factory=list, max_length=200, description="kind cli: only these commands (e.g. 's3 cp')."
+    )
     sdk_name: str | None = Field(default=None, max_length=255)
     sdk_version: str | None = Field(default=None, max_length=255)
     ref: str | None = Field(default=None, max_length=255, description="Git branch, tag or commit.")
@@ -50,6 +65,8 @@ class SourceRequest(BaseModel):
             tags=tuple(self.tags),
             visibility=self.visibility,
             allowed_teams=tuple(str(team) for team in self.allowed_teams),
+            kind=self.kind,
+            scopes=tuple(self.scopes),
         )
 
 

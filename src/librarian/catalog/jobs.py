@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from librarian.catalog.models import IngestJob
 from librarian.catalog.policy import SourcePolicy
+from librarian.catalog.source_kinds import check_request, run_request
 from librarian.errors import ConflictError, InvalidInputError, LibrarianError, NotFoundError
 from librarian.ingest.pipeline import IngestStopped
 from librarian.knowledge.access import Principal, Scope, SourceOwner, can_change, owner_for
@@ -61,6 +62,10 @@ class IngestRequest:
     tags: tuple[str, ...] = ()
     visibility: str | None = None
     allowed_teams: tuple[str, ...] = field(default=())
+    # Which connector reads it (catalog/source_kinds.py): a git repository or folder by default.
+    kind: str = "auto"
+    # A ``cli`` source: the commands to walk (default: every command the help lists).
+    scopes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, stored with the job."""
@@ -74,6 +79,8 @@ class IngestRequest:
             "tags": list(self.tags),
             "visibility": self.visibility,
             "allowed_teams": list(self.allowed_teams),
+            "kind": self.kind,
+            "scopes": list(self.scopes),
         }
 
     @classmethod
@@ -89,6 +96,8 @@ class IngestRequest:
             tags=tuple(stored.get("tags") or ()),
             visibility=stored.get("visibility"),
             allowed_teams=tuple(str(team) for team in stored.get("allowed_teams") or ()),
+            kind=str(stored.get("kind") or "auto"),
+            scopes=tuple(str(scope) for scope in stored.get("scopes") or ()),
         )
 
 
@@ -142,7 +151,7 @@ class IngestJobs:
                 label is invalid.
         """
         principal.require(Scope.WRITE, "adding a source")
-        checked = replace(request, uri=policy.check(request.uri))
+        checked = check_request(principal, request, policy)
         self._owner(principal, checked)  # refuse a bad visibility now, not in the background
         return self._start(principal, "ingest", {**checked.to_dict(), "policy": policy.to_dict()})
 
@@ -349,19 +358,7 @@ class IngestJobs:
             return {"outcomes": [outcome.to_dict() for outcome in outcomes]}
         request = IngestRequest.from_dict(stored)
         policy = SourcePolicy.from_dict(stored.get("policy"))
-        report = self._lib.ingest(
-            request.uri,
-            sdk_name=request.sdk_name,
-            sdk_version=request.sdk_version,
-            ref=request.ref,
-            document_type=request.document_type,
-            category=request.category,
-            tags=request.tags,
-            progress=reporter.progress,
-            git_access=policy.git_access(),
-            owner=self._owner(principal, request),
-        )
-        return report.to_dict()
+        return run_request(self._lib, request, policy, self._owner(principal, request), reporter.progress)
 
     def _owner(self, principal: Principal, request: IngestRequest) -> SourceOwner:
         teams = self._lib.identity.team_ids_of(principal.organization_id, list(request.allowed_teams))

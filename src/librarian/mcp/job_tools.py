@@ -42,6 +42,8 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         document_type: str | None = None,
         tags: list[str] | None = None,
         visibility: str | None = None,
+        kind: str = "auto",
+        scopes: list[str] | None = None,
         wait_seconds: float = 0,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
@@ -50,7 +52,8 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         Runs in the background: read its progress with get_job, or wait for it here.
 
         Args:
-            uri: a git repository (https:// URL) or a folder the server allows.
+            uri: a git repository (https:// URL) or a folder the server allows; for the other kinds,
+                the site's URL, the OpenAPI document's URL, or the program or distribution name.
             sdk_name: the SDK or tool the documentation is for, e.g. "requests"; leave it out for
                 the organisation's own documents.
             sdk_version: the version it documents, e.g. "2.32.3" (needs sdk_name).
@@ -58,6 +61,10 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
             document_type: e.g. "sdk_reference", "runbook" or "wiki".
             tags: labels to filter on later.
             visibility: private, teams, organization (default) or public (administrators only).
+            kind: auto (git or folder), website (a crawl; needs sdk_name and sdk_version), openapi,
+                cli (a program's --help on the server) or package (an installed Python
+                distribution); cli and package are for administrators.
+            scopes: kind cli only: the commands to walk, e.g. ["s3 cp", "s3api put-object"].
             wait_seconds: wait up to this long (0-120) for the job to finish before answering.
 
         Returns:
@@ -74,6 +81,8 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
                 document_type=document_type,
                 tags=tuple(tags or ()),
                 visibility=visibility,
+                kind=kind,
+                scopes=tuple(scopes or ()),
             )
             job = jobs.submit_ingest(principal, request, policy)
             if wait_seconds > 0:

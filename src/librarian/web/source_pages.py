@@ -52,6 +52,7 @@ def source_router(pages: Pages) -> APIRouter:
         sdk_name: str = Form(""),
         sdk_version: str = Form(""),
         document_type: str = Form(""),
+        kind: str = Form("auto"),
         csrf: str = Form(""),
     ) -> Response:
         try:
@@ -67,6 +68,7 @@ def source_router(pages: Pages) -> APIRouter:
                     sdk_name=sdk_name.strip() or None,
                     sdk_version=sdk_version.strip() or None,
                     document_type=document_type.strip() or None,
+                    kind=kind,
                 ),
                 pages.policy,
             )
