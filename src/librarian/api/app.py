@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from librarian.api.admin_routes import admin_router
 from librarian.api.auth import install_authentication
 from librarian.api.catalog_routes import catalog_router
 from librarian.api.docs_pages import install_docs_pages
@@ -362,6 +363,7 @@ def create_app(
     app.include_router(catalog_router(lib))
     app.include_router(job_router(lib, policy))
     app.include_router(workflow_router(lib))
+    app.include_router(admin_router(lib))
     install_web(app, lib, policy)
 
     @app.exception_handler(LibrarianError)
