@@ -1,5 +1,6 @@
 """The web UI in a real browser: Debian's Chromium, driven by Playwright, against a real
-``librarian serve`` subprocess holding real data (the AWS CLI's help, a folder of Markdown).
+``librarian serve`` subprocess holding real data (the AWS CLI's help for the seed's commands, a folder
+of Markdown, a runbook).
 
 An agent's everyday path, as a person sees it: search and open a result, research a failed command,
 submit the seed's workflow and watch the loop correct it live, answer the loop's question, add a
@@ -25,6 +26,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from librarian.demo.s3 import S3Server, object_tags
 from librarian.demo.scenario import BUCKET, KEY, demo_spec
+from tests.correction.test_loop import AWS_SCOPES
 from tests.mcp.test_mcp_runbooks import TRIAGE
 from tests.skipping import unavailable
 from tests.workflow_samples import LEAVES
@@ -57,11 +59,10 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, aws_cli_home: Path) -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``librarian serve`` on a copy of the AWS CLI home, with a folder of Markdown it may ingest."""
     root = tmp_path_factory.mktemp("ui-server")
     home = root / "home"
-    shutil.copytree(aws_cli_home, home)
     docs = root / "docs"
     docs.mkdir()
     (docs / "release.md").write_text(SCRIPTED, encoding="utf-8")
@@ -99,13 +100,18 @@ def server(tmp_path_factory: pytest.TempPathFactory, aws_cli_home: Path) -> Iter
                 time.sleep(0.3)
         else:
             pytest.fail(f"librarian serve did not start: {(root / 'server.log').read_text()[-2000:]}")
-        # The Markdown folder, ingested as a person would: through the Sources page's API twin.
-        job = httpx.post(f"{url}/sources", json={"uri": str(docs)}, timeout=30).json()["job_id"]
-        done = httpx.get(f"{url}/jobs/{job}", timeout=30).json()
-        while done["status"] in ("queued", "running"):
-            time.sleep(0.3)
+        # The AWS CLI's help for the commands the seed workflow meets, and the folder of Markdown,
+        # ingested through the API the Sources page uses.
+        for body in (
+            {"uri": "aws", "kind": "cli", "sdk_name": "aws-cli", "scopes": list(AWS_SCOPES)},
+            {"uri": str(docs)},
+        ):
+            job = httpx.post(f"{url}/sources", json=body, timeout=30).json()["job_id"]
             done = httpx.get(f"{url}/jobs/{job}", timeout=30).json()
-        assert done["status"] == "succeeded", done
+            while done["status"] in ("queued", "running"):
+                time.sleep(0.3)
+                done = httpx.get(f"{url}/jobs/{job}", timeout=30).json()
+            assert done["status"] == "succeeded", done
         added = httpx.post(f"{url}/runbooks", json={"text": TRIAGE}, timeout=60)
         assert added.status_code == 201, added.text
         yield url
