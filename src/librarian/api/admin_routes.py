@@ -75,9 +75,7 @@ def admin_router(lib: Librarian) -> APIRouter:
         )
 
     @router.post("/teams/{team}/members", status_code=status.HTTP_204_NO_CONTENT)
-    def add_member(
-        body: NewMember, request: Request, team: str = Path(min_length=1, max_length=255)
-    ) -> None:
+    def add_member(body: NewMember, request: Request, team: str = Path(min_length=1, max_length=255)) -> None:
         """Put a user in a team (names or ids)."""
         principal = caller(request)
         identity.add_member(principal, principal.organization_id, _ref(team), _ref(body.user))
