@@ -37,7 +37,9 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEm
     lib = Librarian(Settings(home=root / "home"), embedder=embedder)
     lib.ingest(str(docs), sdk_name="acme", sdk_version="1.0")
     app = create_app(lib, allowed_roots=[Path(root / "allowed")])
-    return schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema.librarian = lib  # the fuzzer may create tokens (POST /admin/tokens): later tests need one too
+    return schema
 
 
 def test_no_server_error_and_every_answer_as_documented(api_schema: Any) -> None:
@@ -74,7 +76,12 @@ def test_framework_errors_have_the_documented_shape(api_schema: Any, monkeypatch
 
     from librarian.api import app as api_module
 
-    client = TestClient(api_schema.app, raise_server_exceptions=False)
+    # Fuzzing POST /admin/tokens may have created a token, after which every request needs one.
+    lib = api_schema.librarian
+    token = lib.identity.create_token(lib.default_principal, 1, 1, scopes=["admin"])["token"]
+    client = TestClient(
+        api_schema.app, raise_server_exceptions=False, headers={"Authorization": f"Bearer {token}"}
+    )
     invalid = client.post("/research", json={"sdk_name": "acme"})
     assert invalid.status_code == 422
     assert (
