@@ -10,6 +10,7 @@ Bounded per operation so it runs in CI in a minute or two.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +30,21 @@ DERANDOMIZE = os.environ.get("LIBRARIAN_FUZZ_RANDOM") != "1"
 
 
 @pytest.fixture(scope="module")
-def api_schema(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Any:
+def fuzz_lib(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Iterator[Librarian]:
     root = tmp_path_factory.mktemp("fuzz")
     docs = root / "docs"
     docs.mkdir()
     (docs / "cp.md").write_text("# acme cp\n\nUse `acme cp SRC DST --tag K=V` to copy a file.\n")
-    lib = Librarian(Settings(home=root / "home"), embedder=embedder)
-    lib.ingest(str(docs), sdk_name="acme", sdk_version="1.0")
-    app = create_app(lib, allowed_roots=[Path(root / "allowed")])
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-    schema.librarian = lib  # the fuzzer may create tokens (POST /admin/tokens): later tests need one too
-    return schema
+    with Librarian(Settings(home=root / "home"), embedder=embedder) as lib:
+        lib.ingest(str(docs), sdk_name="acme", sdk_version="1.0")
+        yield lib
+
+
+@pytest.fixture(scope="module")
+def api_schema(fuzz_lib: Librarian) -> Any:
+    allowed = Path(fuzz_lib.settings.home).parent / "allowed"
+    app = create_app(fuzz_lib, allowed_roots=[allowed])
+    return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
 def test_no_server_error_and_every_answer_as_documented(api_schema: Any) -> None:
@@ -70,15 +75,16 @@ def test_no_server_error_and_every_answer_as_documented(api_schema: Any) -> None
     assert not failures, "\n\n".join(failures)
 
 
-def test_framework_errors_have_the_documented_shape(api_schema: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_framework_errors_have_the_documented_shape(
+    api_schema: Any, fuzz_lib: Librarian, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """FastAPI's own 422s, unknown routes and crashes answer ErrorResponse too, never a traceback."""
     from fastapi.testclient import TestClient
 
     from librarian.api import app as api_module
 
     # Fuzzing POST /admin/tokens may have created a token, after which every request needs one.
-    lib = api_schema.librarian
-    token = lib.identity.create_token(lib.default_principal, 1, 1, scopes=["admin"])["token"]
+    token = fuzz_lib.identity.create_token(fuzz_lib.default_principal, 1, 1, scopes=["admin"])["token"]
     client = TestClient(
         api_schema.app, raise_server_exceptions=False, headers={"Authorization": f"Bearer {token}"}
     )
