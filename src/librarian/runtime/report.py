@@ -85,6 +85,9 @@ class WorkflowReport:
     events: list[EventReport] = field(default_factory=list)
     # While paused: the question waiting for ``librarian workflow answer`` (question, task, strategy).
     question: dict[str, Any] | None = None
+    # Who submitted it (``created_by`` is ``None`` for the machine's operator).
+    organization_id: int = 1
+    created_by: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -171,6 +174,8 @@ def build_report(
         tasks=[_task(task) for task in tasks],
         events=[_event(event, keys) for event in log],
         question=pending.to_dict() if pending is not None else None,
+        organization_id=workflow.organization_id,
+        created_by=workflow.created_by,
     )
 
 

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.web.dag import NODE_HEIGHT, NODE_WIDTH, layout
 from librarian.workflows.service import STATUSES
+from librarian.workflows.views import TIMELINE_KIND
 
 if TYPE_CHECKING:
     from librarian.web.app import Pages
@@ -146,7 +147,7 @@ def _detail_with_error(pages: Pages, request: Request, workflow_id: str, exc: Li
 def _context(view: dict[str, Any]) -> dict[str, Any]:
     keys = {task["task_id"]: task["key"] for task in view["tasks"]}
     events = view["events"][-MAX_EVENTS:]
-    timeline = [event for event in events if event["kind"] == "correction_step"]
+    timeline = [event for event in events if event["kind"] == TIMELINE_KIND]
     corrected = {event["task"] for event in timeline if event.get("data", {}).get("stage") == "correction"}
     return {
         "workflow": view,

@@ -273,14 +273,14 @@ class WorkflowService:
         self._visible(principal, workflow_id)
         return self._report_view(self._host.get().cancel(workflow_id))
 
-    def resume_running(self) -> int:
+    def resume_running(self) -> bool:
         """Start the runtime when the store holds running workflows (``librarian serve`` does at start).
 
         A server that stopped or died leaves its workflows running with tasks in flight; starting the
-        runtime dispatches those tasks again, so the workflows go on. Returns how many were running.
+        runtime dispatches those tasks again, so the workflows go on. Returns whether any was running.
         """
         with self._lib.sessions() as session:
-            running = len(store.list_workflows(session, MAX_PAGE, status=WorkflowStatus.RUNNING.value))
+            running = bool(store.list_workflows(session, 1, status=WorkflowStatus.RUNNING.value))
         if running:
             self._host.get().start()
         return running
@@ -295,12 +295,9 @@ class WorkflowService:
             raise NotFoundError(f"no workflow {workflow_id}")
         return workflow
 
-    def _report_view(self, report: WorkflowReport) -> dict[str, Any]:
-        view = report.to_dict()
-        with self._lib.sessions() as session:
-            workflow = store.get_workflow(session, report.workflow_id)
-            view.update(_owner(workflow))
-        return view
+    @staticmethod
+    def _report_view(report: WorkflowReport) -> dict[str, Any]:
+        return report.to_dict()  # the report carries the owner: no second read of the workflow
 
 
 def may_see(principal: Principal, workflow: Workflow) -> bool:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from librarian.correction.timeline import STEP_KIND
+
 __all__ = ["MAX_BRIEF_EVENTS", "TIMELINE_KIND", "brief_view"]
 
 # The loop's own steps in the event log (correction/timeline.py writes them).
-TIMELINE_KIND = "correction_step"
+TIMELINE_KIND = STEP_KIND
 MAX_BRIEF_EVENTS = 20
 MAX_TIMELINE_STEPS = 40
 _TEXT_CHARS = 400
