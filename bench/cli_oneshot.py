@@ -2,10 +2,11 @@
 (issue 17: under 1 s with a server running, under half of today's without).
 
 A small corpus is ingested into a scratch data directory; then ``librarian search`` runs ``--runs``
-times with ``LIBRARIAN_NO_SERVER=1`` (the in-process command: Python, the facade, the model), and
-``--runs`` times while ``librarian serve`` runs for the same directory (cli/fast.py), side by side in
-one run. Each run is a fresh process timed by ``/usr/bin/time`` (elapsed seconds, maximum resident
-set size).
+times in each of three ways, side by side in one run: in process with PyTorch embedding the query
+(``LIBRARIAN_NO_SERVER=1 LIBRARIAN_EMBEDDING_NUMPY_QUERIES=false``: the path before the NumPy
+encoder), in process with the NumPy encoder (``LIBRARIAN_NO_SERVER=1``: today's default), and while
+``librarian serve`` runs for the same directory (cli/fast.py). Each run is a fresh process timed by
+``/usr/bin/time`` (elapsed seconds, maximum resident set size).
 
     .venv/bin/python -m bench.cli_oneshot --runs 5
 """
@@ -61,7 +62,13 @@ def main() -> None:
             )
         with Librarian(Settings(home=home)) as lib:
             lib.ingest(str(docs), sdk_name="tool", sdk_version="1")
-        local = [timed(home, {**env, "LIBRARIAN_NO_SERVER": "1"}) for _ in range(args.runs)]
+        torch_runs: list[tuple[float, float]] = []
+        local: list[tuple[float, float]] = []
+        for _ in range(args.runs):  # alternating, so a busy moment of the machine hits both alike
+            torch_runs.append(
+                timed(home, {**env, "LIBRARIAN_NO_SERVER": "1", "LIBRARIAN_EMBEDDING_NUMPY_QUERIES": "false"})
+            )
+            local.append(timed(home, {**env, "LIBRARIAN_NO_SERVER": "1"}))
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -79,7 +86,11 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(30)
-    for label, runs in (("in process", local), ("with librarian serve", served)):
+    for label, runs in (
+        ("in process, PyTorch", torch_runs),
+        ("in process, NumPy", local),
+        ("with librarian serve", served),
+    ):
         seconds = statistics.median(run[0] for run in runs)
         memory = statistics.median(run[1] for run in runs)
         print(f"{label:>22}: {seconds:.2f} s wall, {memory:.0f} MiB peak (median of {len(runs)})")

@@ -18,6 +18,36 @@ from tests.skipping import unavailable
 
 pytest_plugins = ["tests.service_fixtures"]
 
+# The research acceptance's corpus: all of ``s3`` and the ``s3api`` commands near an upload with tags.
+AWS_ACCEPTANCE_SCOPES = (
+    "s3",
+    *(
+        f"s3api {command}"
+        for command in (
+            "put-object",
+            "put-object-tagging",
+            "get-object-tagging",
+            "delete-object-tagging",
+            "put-bucket-tagging",
+            "get-bucket-tagging",
+            "delete-bucket-tagging",
+            "copy-object",
+            "create-multipart-upload",
+            "upload-part",
+            "complete-multipart-upload",
+            "create-bucket",
+            "get-object",
+            "head-object",
+            "put-object-acl",
+            "put-object-retention",
+            "put-object-legal-hold",
+            "list-objects-v2",
+            "restore-object",
+            "put-bucket-policy",
+        )
+    ),
+)
+
 POSTGRES_URL = os.environ.get(
     "LIBRARIAN_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
@@ -111,13 +141,15 @@ def library(store_settings: Settings, embedder: LocalMiniLMEmbedder) -> Iterator
 
 @pytest.fixture(scope="session")
 def aws_cli_home(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Path:
-    """A Librarian home holding the real AWS CLI's ``s3`` and ``s3api`` help, walked once per session.
+    """A Librarian home holding the real AWS CLI's help, walked once per session: all of ``s3`` and
+    the ``s3api`` commands an upload with tags could be confused with.
 
-    The walk runs the installed ``aws`` (the ``demo`` extra) about 130 times; research acceptance
-    tests and the demo share it rather than paying for it twice.
+    The full ``s3``/``s3api`` walk runs the installed ``aws`` (the ``demo`` extra) about 130 times
+    (three minutes of a 2-core machine); these commands keep every look-alike that takes
+    ``--tagging`` or a tag structure. Whole groups are walked in ``tests/ingest/test_cli_help.py``.
     """
     home = tmp_path_factory.mktemp("aws-cli-home")
     with Librarian(Settings(home=home), embedder=embedder) as lib:
-        report = lib.ingest_cli("aws", sdk_name="aws-cli", scopes=("s3", "s3api"))
+        report = lib.ingest_cli("aws", sdk_name="aws-cli", scopes=AWS_ACCEPTANCE_SCOPES)
     assert report.status == "ok", report
     return home

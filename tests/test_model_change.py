@@ -15,6 +15,7 @@ from librarian.config import Settings
 from librarian.embeddings.base import Matrix, normalize_rows
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import ConflictError
+from librarian.index.base import VectorIndex
 
 
 class HashingEmbedder:
@@ -75,3 +76,25 @@ def test_searches_keep_answering_while_reindex_builds(tmp_path: Path, embedder: 
 
     assert len(answers) >= 2 and all(count == 3 for count in answers)
     assert new_collection != old_collection
+
+
+def test_a_search_holding_the_collection_a_rebuild_drops_answers_from_the_new_one(
+    tmp_path: Path, embedder: LocalMiniLMEmbedder
+) -> None:
+    """The race the test above can only sometimes hit, made certain: the switch and the drop happen
+    between a search opening the serving collection and querying it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# rotate-keys\n\nRotate access keys.\n")
+    with Librarian(Settings(home=tmp_path / "home"), embedder=embedder) as lib:
+        lib.ingest(str(docs))
+        opened: list[str] = []
+
+        def count_after_a_rebuild(index: VectorIndex) -> int:
+            opened.append(index.name)
+            if len(opened) == 1:
+                lib.vectors.rebuild()  # switches to a new collection and drops the one held here
+            return index.count()
+
+        assert lib.vectors.read(count_after_a_rebuild) == 1
+    assert len(opened) == 2 and opened[0] != opened[1]

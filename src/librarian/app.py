@@ -569,8 +569,10 @@ class Librarian:
             document_types=tuple(document_types),
             access=caller.grants,
         )
-        hits = self.retriever.retrieve(
-            self.vectors.active(), query, top_k, where, exact_identifiers=exact_identifiers
+        hits = self.vectors.read(
+            lambda index: self.retriever.retrieve(
+                index, query, top_k, where, exact_identifiers=exact_identifiers
+            )
         )
         with self.sessions() as session:
             chunks = repository.chunks_by_ids(session, [hit.chunk_id for hit in hits])

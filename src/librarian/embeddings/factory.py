@@ -29,4 +29,8 @@ def create_embedder(settings: Settings) -> Embedder:
             batch_size=settings.embedding_batch_size,
             timeout_seconds=settings.embedding_timeout_seconds,
         )
-    return LocalMiniLMEmbedder(settings.embedding_model, batch_size=settings.embedding_batch_size)
+    return LocalMiniLMEmbedder(
+        settings.embedding_model,
+        batch_size=settings.embedding_batch_size,
+        numpy_queries=settings.embedding_numpy_queries,
+    )

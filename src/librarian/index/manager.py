@@ -14,14 +14,17 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.embeddings.cache import EmbeddingCache
-from librarian.errors import ConflictError
+from librarian.errors import ConflictError, NotFoundError
 from librarian.index.base import VectorIndex, VectorMetadata, VectorRecord, VectorStore
 from librarian.storage.models import Chunk, IndexState, VectorOutboxEntry, utcnow
+
+_T = TypeVar("_T")
 
 STATE_NAME = "chunks"
 _BATCH = 512
@@ -90,6 +93,22 @@ class VectorIndexManager:
             self._active = self._store.open(name, dimension)
             self._active_name = name
         return self._active
+
+    def read(self, reader: Callable[[VectorIndex], _T]) -> _T:
+        """``reader`` applied to the serving collection, even across a rebuild's switch.
+
+        A search that opened the old collection just before :meth:`rebuild` switched and dropped it
+        would fail with "collection does not exist"; it is run once more on the new collection, so
+        searches keep answering while an index is rebuilt.
+        """
+        index = self.active()
+        try:
+            return reader(index)
+        except NotFoundError:
+            current = self.active()
+            if current is index:
+                raise
+            return reader(current)
 
     def active_model_version(self) -> str | None:
         """The embedding model of the serving collection, or None before the first ingest."""

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import importlib
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from librarian.ingest.parsed import ParsedDocument, ParseError
-from librarian.ingest.parsers.html import parse_html
-from librarian.ingest.parsers.markdown import parse_markdown
-from librarian.ingest.parsers.pdf import parse_pdf
-from librarian.ingest.parsers.rst import parse_rst
-from librarian.ingest.parsers.text import parse_text
 
 __all__ = ["SUPPORTED_EXTENSIONS", "decode_text", "detect_format", "is_probably_binary", "parse_document"]
 
@@ -32,12 +28,22 @@ _FORMATS: dict[str, str] = {
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_FORMATS)
 """Lower-case extensions :func:`parse_document` accepts; files without an extension are read as text."""
 
-_TEXT_PARSERS: dict[str, Callable[[str], ParsedDocument]] = {
-    "markdown": parse_markdown,
-    "rst": parse_rst,
-    "html": parse_html,
-    "text": parse_text,
+# Each parser's module is imported on first use: their libraries (pypdf, lxml, markdown-it, docutils)
+# cost about a second at start-up, which a command that never parses (a search) should not pay.
+_PARSERS: dict[str, tuple[str, str]] = {
+    "markdown": ("librarian.ingest.parsers.markdown", "parse_markdown"),
+    "rst": ("librarian.ingest.parsers.rst", "parse_rst"),
+    "html": ("librarian.ingest.parsers.html", "parse_html"),
+    "text": ("librarian.ingest.parsers.text", "parse_text"),
+    "pdf": ("librarian.ingest.parsers.pdf", "parse_pdf"),
 }
+
+
+def _parser(kind: str) -> Callable[..., ParsedDocument]:
+    module, name = _PARSERS[kind]
+    parser: Callable[..., ParsedDocument] = getattr(importlib.import_module(module), name)
+    return parser
+
 
 _SNIFF_BYTES = 8192
 # Control bytes that ordinary text does contain: backspace, tab, newline, form feed, CR, escape.
@@ -147,11 +153,11 @@ def parse_document(name: str, data: bytes) -> ParsedDocument:
         raise ParseError(f"{name}: unsupported file extension {suffix!r} (supported: {supported})")
     try:
         if kind == "pdf":
-            document = parse_pdf(data)
+            document = _parser("pdf")(data)
         else:
             if is_probably_binary(data):
                 raise ParseError("looks like a binary file, not text")
-            document = _TEXT_PARSERS[kind](decode_text(data))
+            document = _parser(kind)(decode_text(data))
     except ParseError as exc:
         raise ParseError(f"{name}: {exc}") from exc
     if document.title:
