@@ -19,7 +19,8 @@ def test_common_words_do_not_make_sqlite_rank_every_chunk_that_holds_them(
     guide.mkdir()
     for number in range(200):
         extra = " The zeppelin mooring procedure is described here." if number < 3 else ""
-        (manual / f"page{number}.md").write_text(f"# Page {number}\n\nConfigure the service settings.{extra}\n")
+        page = f"# Page {number}\n\nConfigure the service settings.{extra}\n"
+        (manual / f"page{number}.md").write_text(page)
     for number in range(5):
         (guide / f"page{number}.md").write_text(f"# Guide {number}\n\nConfigure the service once.\n")
     with Librarian(Settings(home=tmp_path / "home"), embedder=embedder) as lib:

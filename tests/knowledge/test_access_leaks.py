@@ -26,7 +26,7 @@ from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import NotFoundError
 from librarian.incidents.signature import ProblemSignature
 from librarian.knowledge.search import KnowledgeFilters
-from librarian.research.sdks import indexed_sdks
+from librarian.research.sdks import find_sdk, indexed_sdks, readable_sdk_names, resolve_sdk
 from librarian.research.service import research_api_usage
 from tests.knowledge.world import TOPICS, Doc, World, build_world
 from tests.mcp.test_mcp import serve_with_mcp, structured
@@ -119,7 +119,18 @@ def test_no_backend_returns_what_a_caller_may_not_see(library: Librarian, tmp_pa
             except NotFoundError:
                 assert not world.may_see(person, doc), f"{name} was refused document {document_id} it may see"
         with library.sessions() as session:
-            ledger.sdks(name, [s.name for s in indexed_sdks(session, principal.grants)], "indexed_sdks")
+            known = indexed_sdks(session, principal.grants)
+            ledger.sdks(name, [s.name for s in known], "indexed_sdks")
+            names = readable_sdk_names(session, principal.grants)
+            ledger.sdks(name, names, "readable_sdk_names")
+            assert names == [s.name for s in known]
+            for sdk in world.sdks:
+                # Research's index walk resolves exactly as grouping every chunk does.
+                found = find_sdk(session, sdk, principal.grants)
+                expected = resolve_sdk(sdk, known)
+                got = None if found is None else (found.name, found.versions)
+                assert got == (None if expected is None else (expected.name, expected.versions)), sdk
+                ledger.sdks(name, [found.name] if found else [], "find_sdk")
         for document_id in world.documents:
             try:
                 page = library.catalog.read_page(principal, PageRequest(document_id=document_id))

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from librarian.app import Librarian
-from librarian.research.sdks import indexed_sdks, resolve_sdk
+from librarian.research.sdks import find_sdk
 from librarian.research.versions import resolve_version
 from librarian.storage.models import Chunk, Document, DocumentVersion, Source
 
@@ -69,8 +69,7 @@ def indexed_tool(librarian: Librarian, name: str, version: str | None) -> Indexe
     ``exact`` says whether ``version`` itself is indexed (an unknown version resolves to the nearest).
     """
     with librarian.sessions() as session:
-        known = indexed_sdks(session, librarian.default_principal.grants)
-    sdk = resolve_sdk(name, known)
+        sdk = find_sdk(session, name, librarian.default_principal.grants)
     if sdk is None:
         return None
     resolution = resolve_version(version, sdk.versions)

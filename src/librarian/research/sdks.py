@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from librarian.errors import NotFoundError
 from librarian.index.grants_sql import grants_condition
@@ -39,6 +40,14 @@ class IndexedSdk:
     name: str
     versions: list[str]
     chunks: int
+
+
+@dataclass(frozen=True)
+class ResolvedSdk:
+    """The SDK a requested name resolved to: its stored name and its readable versions, newest first."""
+
+    name: str
+    versions: list[str]
 
 
 def indexed_sdks(session: Session, grants: tuple[str, ...] | None = None) -> list[IndexedSdk]:
@@ -68,6 +77,65 @@ def indexed_sdks(session: Session, grants: tuple[str, ...] | None = None) -> lis
     return [IndexedSdk(name, sort_versions(versions[name]), counts[name]) for name in sorted(versions)]
 
 
+def readable_sdk_names(session: Session, grants: tuple[str, ...] | None) -> list[str]:
+    """Every SDK name with a chunk the holder of ``grants`` may read, in order.
+
+    Walks the distinct names of the ``(sdk_name, sdk_version)`` index one seek at a time, then asks
+    for one readable chunk of each: a few index lookups per SDK, where grouping every chunk (what
+    :func:`indexed_sdks` does, for the counts) reads the whole table -- 200 ms at 100,000 chunks.
+    """
+    names: list[str] = []
+    following = select(Chunk.sdk_name).order_by(Chunk.sdk_name).limit(1)
+    name = session.scalar(following.where(Chunk.sdk_name.is_not(None)))
+    while name is not None:
+        if _readable(session, grants, Chunk.sdk_name == name):
+            names.append(name)
+        name = session.scalar(following.where(Chunk.sdk_name > name))
+    return names
+
+
+def sdk_versions(session: Session, name: str, grants: tuple[str, ...] | None) -> list[str]:
+    """The versions of SDK ``name`` with a chunk the holder of ``grants`` may read, newest first
+    (the same walk of the index as :func:`readable_sdk_names`)."""
+    versions: list[str] = []
+    following = select(Chunk.sdk_version).where(Chunk.sdk_name == name).order_by(Chunk.sdk_version).limit(1)
+    version = session.scalar(following.where(Chunk.sdk_version.is_not(None)))
+    while version is not None:
+        if _readable(session, grants, Chunk.sdk_name == name, Chunk.sdk_version == version):
+            versions.append(version)
+        version = session.scalar(following.where(Chunk.sdk_version > version))
+    return sort_versions(versions)
+
+
+def find_sdk(session: Session, requested: str, grants: tuple[str, ...] | None) -> ResolvedSdk | None:
+    """The readable SDK ``requested`` names, resolved as :func:`resolve_sdk` resolves it, without
+    grouping the whole table: the exact name first, then the names of the same normal form (the one
+    with more readable chunks when several share it). ``None`` when nothing matches."""
+    if _readable(session, grants, Chunk.sdk_name == requested):
+        name = requested
+    else:
+        wanted = normal_form(requested)
+        matches = [name for name in readable_sdk_names(session, grants) if normal_form(name) == wanted]
+        if not matches:
+            return None
+        # Counting readable chunks costs a read of each: only a tie between aliases pays for it.
+        name = matches[0]
+        if len(matches) > 1:
+            counts = {match: _readable_count(session, grants, match) for match in matches}
+            name = max(matches, key=lambda match: counts[match])
+    return ResolvedSdk(name, sdk_versions(session, name, grants))
+
+
+def _readable(session: Session, grants: tuple[str, ...] | None, *where: ColumnElement[bool]) -> bool:
+    readable = grants_condition(session.get_bind().dialect.name, Chunk.access_grants, grants)
+    return session.scalar(select(Chunk.id).where(*where, readable).limit(1)) is not None
+
+
+def _readable_count(session: Session, grants: tuple[str, ...] | None, name: str) -> int:
+    readable = grants_condition(session.get_bind().dialect.name, Chunk.access_grants, grants)
+    return int(session.scalar(select(func.count()).where(Chunk.sdk_name == name, readable)) or 0)
+
+
 def resolve_sdk(requested: str, known: list[IndexedSdk]) -> IndexedSdk | None:
     """The indexed SDK ``requested`` names: exact name first, then the same normal form."""
     for sdk in known:
@@ -90,11 +158,10 @@ def canonical_sdk_name(session: Session, requested: str, grants: tuple[str, ...]
     exact = session.scalar(select(Chunk.id).where(Chunk.sdk_name == requested, readable).limit(1))
     if exact is not None:
         return requested
-    known = indexed_sdks(session, grants)
-    found = resolve_sdk(requested, known)
+    found = find_sdk(session, requested, grants)
     if found is not None:
         return found.name
-    close = closest_names(requested, known)
+    close = closest_names(requested, indexed_sdks(session, grants))
     raise NotFoundError(
         f"no documentation is indexed for the SDK {requested!r}",
         hint=f"closest indexed names: {', '.join(close)}"

@@ -29,7 +29,7 @@ from librarian.research.error_evidence import (
 )
 from librarian.research.feedback import FeedbackBoost, SnippetKey, feedback_boosts
 from librarian.research.safety import injection_flags, trust_level
-from librarian.research.sdks import closest_names, indexed_sdks, resolve_sdk
+from librarian.research.sdks import closest_names, find_sdk, indexed_sdks
 from librarian.research.summary import summarize
 from librarian.research.versions import resolve_version
 from librarian.storage import repository
@@ -110,8 +110,8 @@ def research_api_usage(
         raise InvalidInputError("the research query is empty")
     caller = principal or lib.default_principal
     with lib.sessions() as session:
-        known = indexed_sdks(session, caller.grants)
-    sdk = resolve_sdk(sdk_name, known)
+        sdk = find_sdk(session, sdk_name, caller.grants)
+        known = indexed_sdks(session, caller.grants) if sdk is None else []
     if sdk is None:
         close = closest_names(sdk_name, known)
         return {
