@@ -126,11 +126,11 @@ def test_no_backend_returns_what_a_caller_may_not_see(library: Librarian, tmp_pa
             assert names == [s.name for s in known]
             for sdk in world.sdks:
                 # Research's index walk resolves exactly as grouping every chunk does.
-                resolved = find_sdk(session, sdk, principal.grants)
+                walked = find_sdk(session, sdk, principal.grants)
                 expected = resolve_sdk(sdk, known)
-                got = None if resolved is None else (resolved.name, resolved.versions)
+                got = None if walked is None else (walked.name, walked.versions)
                 assert got == (None if expected is None else (expected.name, expected.versions)), sdk
-                ledger.sdks(name, [resolved.name] if resolved else [], "find_sdk")
+                ledger.sdks(name, [walked.name] if walked else [], "find_sdk")
         for document_id in world.documents:
             try:
                 page = library.catalog.read_page(principal, PageRequest(document_id=document_id))
