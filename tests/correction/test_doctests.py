@@ -27,6 +27,7 @@ MODULES = [
     "librarian.correction.pycode.keyword_values",
     "librarian.correction.pycode.methods",
     "librarian.correction.pycode.source",
+    "librarian.correction.pycode.succession",
     "librarian.runtime.task_env",
     "librarian.installed",
 ]

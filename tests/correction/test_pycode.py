@@ -443,3 +443,33 @@ def test_related_names() -> None:
     assert related("product", "prod") >= 0.8 and related("cumtrapz", "cumulative_trapezoid") >= 0.8
     assert abbreviates("trapz", "trapezoid") and not abbreviates("msort", "sort")
     assert related("soft_unicode", "soft_str") < 0.5
+
+
+def test_a_keyword_a_base_class_says_was_replaced_is_renamed() -> None:
+    """The rename is stated in a base class's ``versionchanged`` note, not in the class called, which
+    passes ``**kwargs`` on to that base."""
+    code = "from lib import fields\nactive = fields.Bool(missing=True)\n"
+    failure = parse_python_error(
+        error("TypeError: Field.__init__() got an unexpected keyword argument 'missing'", 2)
+    )
+    assert failure is not None
+    lineage = (
+        "Base field from which other fields inherit.\n\n"
+        ":param load_default: Default deserialization value for the field if the field is not found.\n"
+        ":param dump_default: If set, this value will be used during serialization.\n\n"
+        ".. versionchanged:: 3.13.0\n"
+        "    Replace ``missing`` and ``default`` parameters with ``load_default`` and ``dump_default``.\n"
+    )
+    scene = CodeScene(
+        code=code,
+        error=failure,
+        callee="lib.fields.Bool",
+        parameters=("self", "truthy", "falsy", "kwargs"),
+        callee_doc="A boolean field.",
+        lineage_doc=lineage,
+    )
+    best = code_candidates(scene)[0]
+    assert "fields.Bool(load_default=True)" in best.code and best.confidence >= 0.9
+    # Without the base class's note, nothing says where `missing` went: no rename is that sure.
+    unsure = code_candidates(CodeScene(**{**scene.__dict__, "lineage_doc": ""}))
+    assert all(c.confidence < 0.7 or "load_default" not in c.code for c in unsure)

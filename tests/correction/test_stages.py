@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from librarian.correction.code_flow import CodeKind
 from librarian.correction.command_flow import CommandKind
 from librarian.correction.models import CorrectionAttempt
 from librarian.correction.stages import find_stage
@@ -92,3 +93,49 @@ def test_a_spent_stage_hands_back_and_then_everything_is_spent() -> None:
     tries = [attempt(n, ["tool", "x"], ["tool", f"y{n}"], "error: x") for n in (1, 2)]
     found = stage(tries, ["tool", "y2"], "error: x", max_alternatives=2)
     assert found.exhausted and found.tried == [["tool", "y1"], ["tool", "y2"]]
+
+
+def test_the_same_python_error_raised_by_the_next_statement_is_progress() -> None:
+    """Both fields passed a removed keyword: the correction of the first gets the run to the second."""
+    kind = CodeKind()
+
+    def traceback(script: str, line: int, statement: str) -> str:
+        return (
+            "Traceback (most recent call last):\n"
+            f'  File "/ws/.librarian/code/{script}.py", line {line}, in <module>\n'
+            f"    {statement}\n"
+            '  File "/venv/lib/python3.11/site-packages/lib/fields.py", line 190, in __init__\n'
+            "    super().__init__(**kwargs)\n"
+            "TypeError: Field.__init__() got an unexpected keyword argument 'missing'\n"
+        )
+
+    # Double quotes, as the real case had them: the names the error quotes are then the same too.
+    original = 'role = Str(missing="viewer")\nactive = Bool(missing=True)\n'
+    corrected = 'role = Str(load_default="viewer")\nactive = Bool(missing=True)\n'
+    first = CorrectionAttempt(
+        id=1,
+        kind="code",
+        failed_code=original,
+        corrected_code=corrected,
+        error_text=traceback("t-1", 1, 'role = Str(missing="viewer")'),
+        exit_code=1,
+        depth=0,
+    )
+
+    def found_after(statement: str, line: int) -> Any:
+        return find_stage(
+            [first],
+            kind,
+            corrected,
+            traceback("t-2", line, statement),
+            "",
+            1,
+            is_drift=lambda output, code: "TypeError" in output,
+            max_chain=3,
+            max_alternatives=3,
+        )
+
+    moved_on = found_after("active = Bool(missing=True)", 2)
+    assert moved_on.relation == "chain" and moved_on.subject == corrected and moved_on.depth == 1
+    # The same statement failing the same way again is a setback: the correction did not take.
+    assert found_after('role = Str(missing="viewer")', 1).relation == "setback"

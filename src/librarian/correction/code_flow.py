@@ -365,6 +365,7 @@ def candidates(
         members=members_of(failure.base, api, probe) if failure.base else {},
         parameters=(entry.parameters if entry and entry.parameters else signature_parameters(signature)),
         callee_doc=callee_doc,
+        lineage_doc=probe.lineage.get(failure.callee, "") if failure.callee else "",
         documented_keywords=keywords,
         intent=run.context.goal,
         providers=providers,

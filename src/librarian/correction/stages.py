@@ -5,8 +5,9 @@ When the loop's own correction of a task fails, what it failed *with* decides wh
 - **chain** -- the correction got past the error it answered and met a *different* one, and nothing
   it introduced is what the tool now rejects: it was right as far as it went, so the new failure is
   corrected from where it stands (the corrected command, not the original one), one level deeper;
-- **setback** -- the same error about the same names again (``cannot import name 'escape'`` after
-  ``'Markup'`` was corrected is progress: the next name of one import), or the tool now rejects
+- **setback** -- the same error about the same names again, raised by the same statement
+  (``cannot import name 'escape'`` after ``'Markup'`` was corrected is progress: the next name of
+  one import; so is the same error raised by the next line), or the tool now rejects
   something the correction introduced (which is then *blamed*: no later candidate may bring it
   back): the correction was wrong, so the command it corrected is corrected again with the next
   candidate, never one already tried.
@@ -116,8 +117,10 @@ def find_stage(
         return _budget(stage, attempts, kind, by_id, blamed, max_alternatives)
     introduced = kind.introduced(kind.failed(last), subject)
     rejected = introduced & kind.named(output, subject)
-    same = normalize_error(output) == normalize_error(last.error_text) and _named(output) == _named(
-        last.error_text
+    same = (
+        normalize_error(output) == normalize_error(last.error_text)
+        and _named(output) == _named(last.error_text)
+        and _failing_lines(output) == _failing_lines(last.error_text)
     )
     progressed = not rejected and not same and is_drift(output, exit_code)
     if progressed and last.depth + 1 < max_chain:
@@ -164,6 +167,17 @@ _QUOTED = re.compile(r"'([^'\n]{1,80})'|`([^`\n]{1,80})`")
 def _named(text: str) -> set[str]:
     # As an attempt stores its error text: scrubbed (home directories, secrets) and cut to its end.
     return {a or b for a, b in _QUOTED.findall(scrub(text)[-ERROR_TEXT_CHARS:])}
+
+
+# A traceback frame's source line: the code printed under its ``File "...", line N, in f`` line.
+_FRAME_SOURCE = re.compile(r'^\s*File "[^"\n]*", line \d+[^\n]*\n[ \t]+(\S[^\n]*)$', re.MULTILINE)
+
+
+def _failing_lines(text: str) -> list[str]:
+    """The source lines of a traceback's frames: the same error raised by another statement (the
+    next call still passing a keyword the correction renamed in the first) is progress, not the
+    same failure."""
+    return _FRAME_SOURCE.findall(scrub(text)[-ERROR_TEXT_CHARS:])
 
 
 def _budget(

@@ -48,7 +48,7 @@ def resolve(path):
             obj = getattr(obj, part)
         return obj
     raise ImportError(path)
-out = {"members": {}, "signatures": {}, "providers": {}, "docs": {}}
+out = {"members": {}, "signatures": {}, "providers": {}, "docs": {}, "lineage": {}}
 for path in ask.get("members", []):
     try:
         out["members"][path] = sorted(n for n in dir(resolve(path)) if not n.startswith("_"))
@@ -59,6 +59,9 @@ for path in ask.get("signatures", []):
         target = resolve(path)
         out["signatures"][path] = str(inspect.signature(target))
         out["docs"][path] = (inspect.getdoc(target) or "")[:60000]
+        if inspect.isclass(target):
+            bases = [b for b in target.__mro__[1:] if b.__module__ != "builtins" and b.__doc__]
+            out["lineage"][path] = "\n\n".join(inspect.cleandoc(b.__doc__) for b in bases)[:60000]
     except Exception:
         out["signatures"][path] = None
 name = ask.get("provider_name")
@@ -159,6 +162,9 @@ class Probe:
     signatures: dict[str, str | None] = field(default_factory=dict)
     docs: dict[str, str] = field(default_factory=dict)
     providers: tuple[str, ...] = ()
+    # For a class: the docstrings of its base classes, where a parameter it inherits is documented
+    # (and its history: ".. versionchanged:: Replace ``missing`` with ``load_default``").
+    lineage: dict[str, str] = field(default_factory=dict)
 
 
 def probe_api(
@@ -207,6 +213,7 @@ def probe_api(
         signatures={k: v for k, v in (data.get("signatures") or {}).items()},
         docs={k: str(v) for k, v in (data.get("docs") or {}).items()},
         providers=tuple(sorted(data.get("providers") or {})),
+        lineage={k: str(v) for k, v in (data.get("lineage") or {}).items()},
     )
 
 

@@ -37,6 +37,7 @@ from librarian.correction.pycode.forwarded import extra_positionals, reads_like
 from librarian.correction.pycode.keyword_values import keyword_from_false, keyword_to_value, typed_values
 from librarian.correction.pycode.methods import method_value_edits
 from librarian.correction.pycode.source import imports, qualified, signature_function
+from librarian.correction.pycode.succession import succession_pairs
 
 __all__ = [
     "CodeCandidate",
@@ -78,6 +79,7 @@ class CodeScene:
         members: public names of ``base`` (pages and probe together).
         parameters: for a keyword error, the callee's parameter names.
         callee_doc: the callee's docstring.
+        lineage_doc: for a class callee, the docstrings of its base classes.
         providers: modules the probe found providing an imported name.
         documented_keywords: for a ``**kwargs`` callee, the keywords its docs (or the class they send
             the reader to) list.
@@ -93,6 +95,7 @@ class CodeScene:
     members: dict[str, str] = field(default_factory=dict)
     parameters: tuple[str, ...] = ()
     callee_doc: str = ""
+    lineage_doc: str = ""
     providers: tuple[str, ...] = ()
     signature: str | None = None
     researched: tuple[str, ...] = ()
@@ -356,6 +359,20 @@ def _keyword_edits(scene: CodeScene) -> Iterator[_Edit]:
             0.88,
             f"The error says to use `{new}` instead of `{old}`.",
             new in params or not params,
+        )
+    # "Replace ``missing`` with ``load_default``": the callee's docs, or a class it inherits its
+    # parameters from, state the rename.
+    stated = {**succession_pairs(scene.lineage_doc), **succession_pairs(scene.callee_doc)}
+    successor = stated.get(old)
+    # A class that passes ``**kwargs`` on to its base takes what the base documents.
+    inherited = "kwargs" in scene.parameters and bool(_parameter_doc(scene.lineage_doc, successor or ""))
+    if successor and (successor in params or inherited or not params):
+        yield (
+            {"op": "rename_keyword", "callee": callee, "old": old, "new": successor},
+            0.88,
+            f"The docs of `{callee}` (or of a class it inherits from) say `{old}` was replaced by "
+            f"`{successor}`.",
+            successor in params or inherited,
         )
     value = _keyword_value(scene.code, callee, old)
     for param in params:
