@@ -473,3 +473,35 @@ def test_a_keyword_a_base_class_says_was_replaced_is_renamed() -> None:
     # Without the base class's note, nothing says where `missing` went: no rename is that sure.
     unsure = code_candidates(CodeScene(**{**scene.__dict__, "lineage_doc": ""}))
     assert all(c.confidence < 0.7 or "load_default" not in c.code for c in unsure)
+
+
+def test_a_setting_the_output_says_was_renamed_is_renamed_wherever_it_is_set() -> None:
+    """The library warned about the rename, then failed on what the old name no longer did."""
+    code = (
+        "from pydantic import BaseModel\n"
+        "class UserOut(BaseModel):\n"
+        "    id: int\n"
+        "    class Config:\n"
+        "        orm_mode = True\n"
+        "orm_mode = 'a module variable is not a setting'\n"
+        "print(UserOut.from_orm(row))\n"
+    )
+    stderr = (
+        "/venv/pydantic/_internal/_config.py:284: UserWarning: Valid config keys have changed in V2:\n"
+        "* 'orm_mode' has been renamed to 'from_attributes'\n"
+        "  warnings.warn(message, UserWarning)\n"
+        "Traceback (most recent call last):\n"
+        '  File "/ws/.librarian/code/t-1.py", line 7, in <module>\n'
+        "    print(UserOut.from_orm(row))\n"
+        "pydantic.errors.PydanticUserError: You must set the config attribute `from_attributes=True` "
+        "to use from_orm\n"
+    )
+    failure = parse_python_error(stderr)
+    assert failure is not None and failure.kind == "other"
+    best = code_candidates(CodeScene(code=code, error=failure, base="pydantic", output=stderr))[0]
+    assert "        from_attributes = True\n" in best.code
+    assert "orm_mode = 'a module variable is not a setting'" in best.code
+    assert best.confidence >= 0.9  # the error itself names the new setting
+    # Nothing said about a rename: no such candidate.
+    quiet = stderr.replace("* 'orm_mode' has been renamed to 'from_attributes'\n", "")
+    assert not code_candidates(CodeScene(code=code, error=failure, base="pydantic", output=quiet))

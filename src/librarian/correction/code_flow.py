@@ -366,6 +366,7 @@ def candidates(
         parameters=(entry.parameters if entry and entry.parameters else signature_parameters(signature)),
         callee_doc=callee_doc,
         lineage_doc=probe.lineage.get(failure.callee, "") if failure.callee else "",
+        output=failure.stderr,
         documented_keywords=keywords,
         intent=run.context.goal,
         providers=providers,

@@ -80,6 +80,7 @@ class CodeScene:
         parameters: for a keyword error, the callee's parameter names.
         callee_doc: the callee's docstring.
         lineage_doc: for a class callee, the docstrings of its base classes.
+        output: what the task printed on stderr (warnings before the traceback included).
         providers: modules the probe found providing an imported name.
         documented_keywords: for a ``**kwargs`` callee, the keywords its docs (or the class they send
             the reader to) list.
@@ -96,6 +97,7 @@ class CodeScene:
     parameters: tuple[str, ...] = ()
     callee_doc: str = ""
     lineage_doc: str = ""
+    output: str = ""
     providers: tuple[str, ...] = ()
     signature: str | None = None
     researched: tuple[str, ...] = ()
@@ -209,6 +211,20 @@ def _edits(scene: CodeScene) -> Iterator[_Edit]:
         yield from _positional_edits(scene)
     elif kind == "method_value":
         yield from method_value_edits(scene.code, scene.error.line, scene.api, scene.base.split(".")[0])
+    yield from _stated_rename_edits(scene)
+
+
+def _stated_rename_edits(scene: CodeScene) -> Iterator[_Edit]:
+    """A setting the output says was renamed ("'orm_mode' has been renamed to 'from_attributes'"),
+    whatever the exception: libraries often warn about the rename and then fail on what it broke."""
+    for old, new in succession_pairs(scene.output).items():
+        named = re.search(rf"\b{re.escape(new)}\b", scene.error.message) is not None
+        yield (
+            {"op": "rename_setting", "old": old, "new": new},
+            0.85,
+            f"The output says `{old}` has been renamed to `{new}`.",
+            named or bool(scene.api.named(new)),
+        )
 
 
 def _attribute_edits(scene: CodeScene) -> Iterator[_Edit]:

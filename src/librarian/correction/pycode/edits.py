@@ -18,7 +18,9 @@ API name, and a string or comment that happens to contain the name is never touc
 - ``positional_to_keyword``: ``{callee, keep, names}`` -- positional arguments after the first
   ``keep`` become the keyword arguments ``names``, in order;
 - ``call_attribute``: ``{base | owner_type, old}`` -- every ``X.old`` read that is not called becomes
-  ``X.old()`` (a property that became a method).
+  ``X.old()`` (a property that became a method);
+- ``rename_setting``: ``{old, new}`` -- a setting a library reads by name: every ``old = ...`` in a
+  class body (a ``class Config:`` of options) and every ``old=`` keyword argument.
 
 Example:
     >>> code = "import numpy as np\\nprint(np.product([2, 3]))  # np.product here stays\\n"
@@ -87,6 +89,8 @@ def describe(edit: Mapping[str, Any]) -> str:
         return f"`{edit.get('callee')}(..., {edit.get('name')}={edit.get('value')})`"
     if op == "call_attribute":
         return f"`{edit.get('base') or edit.get('owner_type')}.{edit.get('old')}` -> `.{edit.get('old')}()`"
+    if op == "rename_setting":
+        return f"setting `{edit.get('old')}` -> `{edit.get('new')}`"
     if op == "positional_to_keyword":
         names = ", ".join(f"{n}=" for n in edit.get("names") or [])
         return f"`{edit.get('callee')}(...)`: positional arguments after {edit.get('keep')} as {names}"
@@ -120,7 +124,37 @@ def _splices(source: str, tree: ast.AST, edit: Mapping[str, Any]) -> list[_Splic
         return _keywords(tree, lines, names, edit)
     if op in ("add_keyword", "positional_to_keyword"):
         return _rebuilt_calls(tree, lines, names, edit)
+    if op == "rename_setting":
+        return _settings(tree, lines, str(edit.get("old") or ""), str(edit.get("new") or ""))
     return []
+
+
+def _settings(tree: ast.AST, lines: list[str], old: str, new: str) -> list[_Splice]:
+    """``old = ...`` targets in class bodies and ``old=`` keyword arguments, renamed ``new``."""
+    if not old or not new.isidentifier():
+        return []
+    splices = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for statement in node.body:
+                targets = (
+                    statement.targets
+                    if isinstance(statement, ast.Assign)
+                    else [statement.target]
+                    if isinstance(statement, ast.AnnAssign)
+                    else []
+                )
+                splices += [
+                    _Splice(*_span(lines, target), new)
+                    for target in targets
+                    if isinstance(target, ast.Name) and target.id == old
+                ]
+        elif isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg == old:
+                    start, end = _span(lines, keyword)
+                    splices.append(_Splice(start, end, f"{new}={_text(lines, keyword.value)}"))
+    return splices
 
 
 def _attributes(tree: ast.AST, names: dict[str, str], edit: Mapping[str, Any]) -> list[ast.Attribute]:
