@@ -60,6 +60,30 @@ def test_the_numpy_encoder_gives_the_vectors_of_sentence_transformers(embedder: 
     assert float(np.abs(alone[0] - torch_vectors[1]).max()) < 1e-5
 
 
+def test_queries_from_many_threads_leave_blas_threads_as_they_found_them() -> None:
+    """Each query runs BLAS on one thread; overlapping queries must not leave it there for good."""
+    from threadpoolctl import threadpool_info
+
+    encoder = NumpyMiniLM(local_embedder._model_dir())
+
+    def blas_threads() -> list[int]:
+        return [int(info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"]
+
+    before = blas_threads()
+    vectors: list[np.ndarray] = []
+
+    def work(worker: int) -> None:
+        for number in range(10):
+            vectors.append(encoder.encode([f"query {worker}-{number}"]))
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    assert len(vectors) == 40 and blas_threads() == before
+
+
 def test_a_query_never_loads_pytorch() -> None:
     """A one-shot search or a research call embeds one text: PyTorch's seconds are not paid for it."""
     code = (

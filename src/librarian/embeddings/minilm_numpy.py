@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +181,9 @@ class NumpyMiniLM:
         from threadpoolctl import ThreadpoolController
 
         self._blas = ThreadpoolController()
+        self._blas_guard = threading.Lock()
+        self._blas_users = 0
+        self._blas_limit: Any = None
 
     def encode(self, texts: Sequence[str]) -> Matrix:
         """Unit-length sentence vectors of ``texts``, one row each."""
@@ -187,8 +192,26 @@ class NumpyMiniLM:
         # A query's matrices are too small to share between threads: on a busy 2-core machine a
         # descheduled BLAS thread stalls every product (measured: 10-15 ms on one thread against
         # 20-60 ms on two while another process ran), as for PyTorch's small batches.
-        with self._blas.limit(limits=1, user_api="blas"):
+        with self._one_blas_thread():
             return self._encode(texts)
+
+    @contextmanager
+    def _one_blas_thread(self) -> Iterator[None]:
+        """BLAS on one thread while any query is being encoded. The limit is process-wide, so the
+        first query in sets it and the last one out restores it: nested limits of overlapping
+        queries would each restore what the other set and could leave BLAS on one thread for good."""
+        with self._blas_guard:
+            if self._blas_users == 0:
+                self._blas_limit = self._blas.limit(limits=1, user_api="blas")
+            self._blas_users += 1
+        try:
+            yield
+        finally:
+            with self._blas_guard:
+                self._blas_users -= 1
+                if self._blas_users == 0:
+                    self._blas_limit.restore_original_limits()
+                    self._blas_limit = None
 
     def _encode(self, texts: Sequence[str]) -> Matrix:
         encodings = self._tokenizer.encode_batch(list(texts))
