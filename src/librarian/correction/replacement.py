@@ -27,7 +27,7 @@ _QUOTES = "`'\"‘’“”"
 _ITEM = r"(?:`[^`\n]+`|'[^'\n]+'|\"[^\"\n]+\"|‘[^’\n]+’|“[^”\n]+”|[^\s,;?!()]+)"
 _ITEMS = rf"{_ITEM}(?:\s*(?:,|\bor\b|\band/or\b)\s*{_ITEM})*"
 # "The --foo flag has been renamed": the thing renamed is the token before the noun.
-_NOUN = r"(?:\s+(?:option|flag|switch|argument|parameter|command|subcommand|setting|key))?"
+_NOUN = r"(?:\s+(?:option|flag|switch|argument|parameter|command|subcommand|setting|keyword|key|attribute))?"
 _PHRASES = (
     # "Please use '--track' or '--set-upstream-to' instead [of '--set-upstream']"
     re.compile(

@@ -108,22 +108,25 @@ def sdk_versions(session: Session, name: str, grants: tuple[str, ...] | None) ->
 
 
 def find_sdk(session: Session, requested: str, grants: tuple[str, ...] | None) -> ResolvedSdk | None:
-    """The readable SDK ``requested`` names, resolved as :func:`resolve_sdk` resolves it, without
-    grouping the whole table: the exact name first, then the names of the same normal form (the one
-    with more readable chunks when several share it). ``None`` when nothing matches."""
+    """The readable SDK ``requested`` names (see :func:`sdk_name_for`) with its readable versions,
+    or ``None`` when nothing matches."""
+    name = sdk_name_for(session, requested, grants)
+    return None if name is None else ResolvedSdk(name, sdk_versions(session, name, grants))
+
+
+def sdk_name_for(session: Session, requested: str, grants: tuple[str, ...] | None) -> str | None:
+    """The stored name of the readable SDK ``requested`` names, resolved as :func:`resolve_sdk`
+    resolves it without grouping the whole table: the exact name first (one indexed lookup), then
+    the names of the same normal form (the one with more readable chunks when several share it)."""
     if _readable(session, grants, Chunk.sdk_name == requested):
-        name = requested
-    else:
-        wanted = normal_form(requested)
-        matches = [name for name in readable_sdk_names(session, grants) if normal_form(name) == wanted]
-        if not matches:
-            return None
-        # Counting readable chunks costs a read of each: only a tie between aliases pays for it.
-        name = matches[0]
-        if len(matches) > 1:
-            counts = {match: _readable_count(session, grants, match) for match in matches}
-            name = max(matches, key=lambda match: counts[match])
-    return ResolvedSdk(name, sdk_versions(session, name, grants))
+        return requested
+    wanted = normal_form(requested)
+    matches = [name for name in readable_sdk_names(session, grants) if normal_form(name) == wanted]
+    if len(matches) <= 1:
+        return matches[0] if matches else None
+    # Counting readable chunks costs a read of each: only a tie between aliases pays for it.
+    counts = {match: _readable_count(session, grants, match) for match in matches}
+    return max(matches, key=lambda match: counts[match])
 
 
 def _readable(session: Session, grants: tuple[str, ...] | None, *where: ColumnElement[bool]) -> bool:
@@ -149,18 +152,14 @@ def resolve_sdk(requested: str, known: list[IndexedSdk]) -> IndexedSdk | None:
 def canonical_sdk_name(session: Session, requested: str, grants: tuple[str, ...] | None) -> str:
     """The stored SDK name ``requested`` means for the holder of ``grants`` (``aws`` -> ``aws-cli``).
 
-    An exact name with readable chunks is kept as is (one indexed lookup); otherwise the name is
-    resolved as research resolves it. Raises :class:`NotFoundError` naming the closest readable
+    Resolved as research resolves it (:func:`sdk_name_for`: an exact name is one indexed lookup).
+    Raises :class:`NotFoundError` naming the closest readable
     names when nothing matches, so a typo is not mistaken for an empty result; SDKs the caller may
     not read count as unknown, so the answer reveals nothing about them.
     """
-    readable = grants_condition(session.get_bind().dialect.name, Chunk.access_grants, grants)
-    exact = session.scalar(select(Chunk.id).where(Chunk.sdk_name == requested, readable).limit(1))
-    if exact is not None:
-        return requested
-    found = find_sdk(session, requested, grants)
+    found = sdk_name_for(session, requested, grants)
     if found is not None:
-        return found.name
+        return found
     close = closest_names(requested, indexed_sdks(session, grants))
     raise NotFoundError(
         f"no documentation is indexed for the SDK {requested!r}",

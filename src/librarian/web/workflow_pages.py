@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
+from librarian.correction.timeline import STEP_KIND
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.web.dag import NODE_HEIGHT, NODE_WIDTH, layout
 from librarian.workflows.service import STATUSES
-from librarian.workflows.views import TIMELINE_KIND
 
 if TYPE_CHECKING:
     from librarian.web.app import Pages
@@ -147,7 +147,7 @@ def _detail_with_error(pages: Pages, request: Request, workflow_id: str, exc: Li
 def _context(view: dict[str, Any]) -> dict[str, Any]:
     keys = {task["task_id"]: task["key"] for task in view["tasks"]}
     events = view["events"][-MAX_EVENTS:]
-    timeline = [event for event in events if event["kind"] == TIMELINE_KIND]
+    timeline = [event for event in events if event["kind"] == STEP_KIND]
     corrected = {event["task"] for event in timeline if event.get("data", {}).get("stage") == "correction"}
     return {
         "workflow": view,

@@ -12,10 +12,8 @@ from typing import Any
 
 from librarian.correction.timeline import STEP_KIND
 
-__all__ = ["MAX_BRIEF_EVENTS", "TIMELINE_KIND", "brief_view"]
+__all__ = ["MAX_BRIEF_EVENTS", "brief_view"]
 
-# The loop's own steps in the event log (correction/timeline.py writes them).
-TIMELINE_KIND = STEP_KIND
 MAX_BRIEF_EVENTS = 20
 MAX_TIMELINE_STEPS = 40
 _TEXT_CHARS = 400
@@ -24,8 +22,8 @@ _TEXT_CHARS = 400
 def brief_view(view: dict[str, Any]) -> dict[str, Any]:
     """The brief form of a full workflow view (``WorkflowService.get``)."""
     events = list(view.get("events", []))
-    timeline = [event for event in events if event.get("kind") == TIMELINE_KIND]
-    others = [event for event in events if event.get("kind") != TIMELINE_KIND]
+    timeline = [event for event in events if event.get("kind") == STEP_KIND]
+    others = [event for event in events if event.get("kind") != STEP_KIND]
     return {
         "workflow_id": view["workflow_id"],
         "name": view["name"],
