@@ -7,12 +7,17 @@ accept it (``Unknown options: --tagging,compliance=strict``), with an option and
 example's own command line, and the right answer is the example's command. Only options that more
 than one command accepts are used, so the option alone never decides the answer.
 
+Each question also carries the command line an agent would have run: a sibling of the answer (a
+command of the same group, ``dynamodb update-item`` for ``dynamodb put-item``) that does not accept
+the option, which is why it failed. The calibration asks half the questions with it.
+
 Limitation, stated where the figures are reported: the questions are phrased by the documentation's
 authors, so they are closer to the docs' wording than an agent's questions would be.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -36,6 +41,8 @@ class ErrorQuestion:
     query: str
     error: str
     entity: str
+    # ``aws dynamodb update-item --tagging x``: a sibling command that refused the option.
+    failed_command: str | None = None
 
 
 def error_questions(lib: Librarian, sdk_name: str, per_entity: int = 4) -> list[ErrorQuestion]:
@@ -45,13 +52,18 @@ def error_questions(lib: Librarian, sdk_name: str, per_entity: int = 4) -> list[
             select(Chunk).where(Chunk.sdk_name == sdk_name, Chunk.entity_type == "example")
         ).all()
         accepted_by: Counter[str] = Counter()
+        declared_by: dict[str, set[str]] = {}
+        program = ""
         seen: set[tuple[str | None, str]] = set()
         for chunk in session.scalars(select(Chunk).where(Chunk.sdk_name == sdk_name)):
             key = (chunk.entity_name, chunk.source_url)
             if key in seen:
                 continue
             seen.add(key)
-            accepted_by.update(set((chunk.attributes or {}).get("options") or []))
+            options = set((chunk.attributes or {}).get("options") or [])
+            accepted_by.update(options)
+            declared_by[chunk.entity_name or ""] = options
+            program = program or str((chunk.attributes or {}).get("command") or "")
     questions: list[ErrorQuestion] = []
     made: Counter[str] = Counter()
     for chunk in chunks:
@@ -71,15 +83,27 @@ def error_questions(lib: Librarian, sdk_name: str, per_entity: int = 4) -> list[
         # The rarest shared option: drift errors name specific options, not ``--bucket``.
         option, value = min(pairs, key=lambda pair: accepted_by[pair[0]])
         made[entity] += 1
+        sibling = _sibling(entity, option, declared_by)
         questions.append(
             ErrorQuestion(
                 qid=f"{entity}#{made[entity]}",
                 query=query,
                 error=f"Unknown options: {option},{value}" if value else f"Unknown options: {option}",
                 entity=entity,
+                failed_command=f"{program} {sibling} {option} {value}".strip() if sibling else None,
             )
         )
     return questions
+
+
+def _sibling(entity: str, option: str, declared_by: dict[str, set[str]]) -> str | None:
+    """A command of ``entity``'s group that does not accept ``option`` (chosen by hash, reproducibly)."""
+    group = entity.split(" ", 1)[0]
+    siblings = sorted(
+        (name for name, options in declared_by.items() if name != entity and name.split(" ", 1)[0] == group),
+        key=lambda name: hashlib.sha1(f"{entity}|{name}".encode()).hexdigest(),
+    )
+    return next((name for name in siblings if option not in declared_by[name] and " " in name), None)
 
 
 def _question(content: str) -> str | None:

@@ -1,4 +1,4 @@
-"""The examples in the correction modules' docstrings run and say what they show."""
+"""The examples in the correction and research modules' docstrings run and say what they show."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ MODULES = [
     "librarian.correction.pycode.methods",
     "librarian.correction.pycode.source",
     "librarian.correction.pycode.succession",
+    "librarian.research.coverage",
+    "librarian.research.error_evidence",
     "librarian.runtime.task_env",
     "librarian.installed",
 ]

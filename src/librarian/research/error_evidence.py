@@ -126,7 +126,7 @@ def acceptor_chunks(
     document: a textual prefilter in SQL (JSON is text on SQLite, cast on PostgreSQL), then the exact
     check on one parsed chunk per document. Only chunks the holder of ``grants`` may read count.
     """
-    scope = _scope(session, sdk_name, sdk_version, grants)
+    scope = chunk_scope(session, sdk_name, sdk_version, grants)
     text = cast(Chunk.attributes, Text)
     # An error text may name hundreds of options (pasted help, garbage): the first few carry the
     # evidence, and one OR term each keeps the statement within SQLite's expression depth.
@@ -178,7 +178,7 @@ class AcceptorCache:
         grants: tuple[str, ...] | None = None,
     ) -> list[ChunkRef]:
         """Like :func:`acceptor_chunks`, from memory when the readable SDK version did not change."""
-        scope = _scope(session, sdk_name, sdk_version, grants)
+        scope = chunk_scope(session, sdk_name, sdk_version, grants)
         fingerprint = tuple(
             session.execute(
                 select(
@@ -202,7 +202,7 @@ class AcceptorCache:
         return found
 
 
-def _scope(
+def chunk_scope(
     session: Session, sdk_name: str, sdk_version: str | None, grants: tuple[str, ...] | None
 ) -> list[ColumnElement[bool]]:
     scope = [Chunk.sdk_name == sdk_name]

@@ -20,6 +20,13 @@ from librarian.budget import fit
 from librarian.errors import InvalidInputError
 from librarian.knowledge.access import Principal
 from librarian.research.confidence import RankingFeatures, confidence, version_adjusted
+from librarian.research.coverage import (
+    Coverage,
+    command_lines,
+    declares_options,
+    indexed_scopes,
+    missing_commands,
+)
 from librarian.research.error_evidence import (
     ChunkRef,
     best_chunk_by_similarity,
@@ -152,6 +159,7 @@ def research_api_usage(
     ranked = _best_chunk_per_entity(
         evidence if evidence is not None else _rerank(results, options, asked, boosts)
     )
+    coverage = _coverage(lib, sdk.name, resolution.resolved, caller.grants, options, asked, ranked, evidence)
     snippets = _snippets(lib, ranked[:SNIPPETS], options)
     summary, summary_method = summarize(
         query,
@@ -162,9 +170,10 @@ def research_api_usage(
         sdk_name=sdk.name,
         version=resolution.resolved,
     )
-    features = ranking_features(ranked)
+    features = ranking_features(ranked, coverage.gap)
     score = confidence(features, kind) if features is not None else 0.0
-    score, confidence_note = version_adjusted(score, version, resolution.resolved, resolution.exact)
+    score, version_note = version_adjusted(score, version, resolution.resolved, resolution.exact)
+    confidence_note = "; ".join(filter(None, [coverage.note(sdk.name), version_note])) or None
     kept, trimmed = fit(snippets, max_chars)
     response: dict[str, Any] = {
         "error": False,
@@ -186,7 +195,53 @@ def research_api_usage(
         response["fallback_suggestions"] = _fallbacks(
             sdk.name, query, version, resolution.exact, resolution.resolved
         )
+    if coverage.scopes and coverage.gap:
+        program = coverage.scopes[0].split(" ", 1)[0]
+        response["fallback_suggestions"].insert(
+            0,
+            f"index the rest of {program}: the source was limited to {', '.join(coverage.scopes)} "
+            f"(`librarian ingest-cli {program} --sdk {sdk.name}` without --scope, or with the one needed)",
+        )
     return response
+
+
+def _coverage(
+    lib: Librarian,
+    sdk_name: str,
+    version: str | None,
+    grants: tuple[str, ...] | None,
+    options: list[str],
+    asked: str,
+    ranked: list[_Ranked],
+    evidence: list[_Ranked] | None,
+) -> Coverage:
+    """What the question names that the index lacks (:mod:`librarian.research.coverage`)."""
+    # The programs are those of the CLI commands found (``aws`` of ``s3 cp``): names the caller read.
+    programs = list(
+        dict.fromkeys(
+            str(r.result.attributes["command"])
+            for r in ranked[:CANDIDATES]
+            if isinstance(r.result.attributes.get("command"), str)
+        )
+    )
+    lines = command_lines(asked, programs)
+    if not options and not lines:
+        return Coverage()
+    with lib.sessions() as session:
+        if evidence is not None:
+            # Every entity declaring a named option competed in the evidence ranking.
+            matched = [r.result for r in evidence if r.option_match]
+            declared = {o for result in matched for o in options if _accepts_option(result, o)}
+            missing_options = [o for o in options if o not in declared]
+        elif options and ranked and declares_options(session, sdk_name, version, grants):
+            missing_options = list(options)
+        else:
+            missing_options = []
+        commands = missing_commands(session, sdk_name, version, grants, lines) if lines else []
+        lacking = bool(missing_options or commands)
+        scopes = indexed_scopes(session, [r.result.chunk_id for r in ranked[:1]]) if lacking else ()
+    named = (len(options) if evidence is not None or missing_options else 0) + len(lines)
+    return Coverage(named, tuple(missing_options), tuple(commands), scopes)
 
 
 def _rerank(
@@ -308,8 +363,12 @@ def _best_chunk_per_entity(ranked: list[_Ranked]) -> list[_Ranked]:
     return kept
 
 
-def ranking_features(ranked: list[_Ranked]) -> RankingFeatures | None:
-    """The features the confidence model reads from a ranking (None when nothing was found)."""
+def ranking_features(ranked: list[_Ranked], coverage_gap: float = 0.0) -> RankingFeatures | None:
+    """The features the confidence model reads from a ranking (None when nothing was found).
+
+    ``coverage_gap`` is the share of options and commands named in the question that the index
+    lacks (:class:`librarian.research.coverage.Coverage`).
+    """
     if not ranked:
         return None
     top = ranked[0]
@@ -320,6 +379,7 @@ def ranking_features(ranked: list[_Ranked]) -> RankingFeatures | None:
         lexical=1.0 if top.result.lexical_score is not None else 0.0,
         option_match=(top.option_fit if top.option_fit is not None else 1.0) if top.option_match else 0.0,
         entity_match=1.0 if top.entity_match else 0.0,
+        coverage_gap=coverage_gap,
     )
 
 
