@@ -187,6 +187,14 @@ def test_the_seed_workflow_is_corrected_live(page: Page, s3: str) -> None:
     timeline = page.locator("ol.timeline").inner_text()
     assert "correction" in timeline and "research" in timeline
     assert page.locator("svg.dag g.node").count() >= 4
+    # The DAG as submitted is drawn beside it: the submitted tasks, the corrected one with the
+    # command it was submitted with.
+    submitted = len(demo_spec(s3).to_dict()["tasks"])
+    assert page.locator("svg.dag-before g.node").count() == submitted
+    assert page.locator("svg.dag-before g.node.corrected").count() >= 1
+    page.click("details.before summary")
+    assert "was submitted as" in page.locator("details.before").inner_text()
+    shoot(page, "workflow-before")
     assert object_tags(s3, BUCKET, KEY) == [{"Key": "compliance", "Value": "strict"}]
     shoot(page, "workflow")
 
@@ -207,6 +215,27 @@ def test_the_loops_question_is_answered_in_the_page(page: Page) -> None:
     page.goto("/ui/workflows")
     assert page.locator("table.list tbody tr").count() >= 2
     shoot(page, "workflows")
+
+
+def test_the_fixes_the_loop_learned_are_listed_and_one_is_retired(page: Page) -> None:
+    # Runs after the two workflow tests above (pytest keeps a module's order): the loop learned a
+    # verified fix from each, the seed's research fix and the answered question's.
+    page.goto("/ui/search")
+    page.click("nav >> text=Fixes")
+    page.wait_for_url("**/ui/fixes")
+    rows = page.locator("table.fixes tbody tr[data-fix]")
+    assert rows.count() >= 1
+    listed = page.locator("table.fixes").inner_text()
+    assert "no such option --not-required" in listed and "--tagging" in listed  # both fixes
+    shoot(page, "fixes")
+    page.locator("table.fixes tbody tr[data-fix] a", has_text="pip").first.click()
+    page.wait_for_url("**/ui/fixes/*")
+    page.fill("input[name=reason]", "the option moved again")
+    page.click("text=Retire this fix")
+    page.wait_for_selector("p.notice")
+    assert "the option moved again" in page.locator("p.notice").inner_text()
+    page.goto("/ui/fixes")
+    assert "no such option --not-required" not in page.locator("table.fixes").inner_text()
 
 
 def test_sources_show_their_runs_and_a_refresh_runs_live(page: Page) -> None:

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from librarian.api import create_app
 from librarian.app import Librarian
 from librarian.config import Settings
+from librarian.correction.models import VerifiedFix
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.incidents.service import IncidentDraft
 from librarian.knowledge.documents import DocumentDraft
@@ -35,8 +36,8 @@ tasks:
 
 @dataclass
 class Site:
-    """The app, the tokens of alice (write) and root (admin) of acme and eve (admin, globex), the folder
-    it may ingest, and the facade."""
+    """The app, the tokens of alice (write) and root (admin) of acme, eve (admin, globex) and local
+    (admin of the local organisation), the folder it may ingest, and the facade."""
 
     app: object
     tokens: dict[str, str]
@@ -83,6 +84,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder
             lib.identity.create_user(operator, organization, name, admin=admin)
             scopes = ["admin"] if admin else ["write"]
             tokens[name] = lib.identity.create_token(operator, organization, name, scopes=scopes)["token"]
+        # The local organisation's own administrator: verified fixes are shown to it alone.
+        tokens["local"] = lib.identity.create_token(operator, 1, 1, scopes=["admin"])["token"]
         alice = lib.identity.authenticate(tokens["alice"])
         lib.knowledge.documents.create(
             alice,
@@ -308,3 +311,53 @@ def test_an_administrator_approves_a_quarantined_tool_in_the_page(site: Site) ->
     assert f'data-tool="{tool["toolId"]}"' in approved.text
     found = alice.get("/ui/tools", params={"q": "lint my python code"})
     assert "lint" in found.text and "Lint Python files" in found.text
+
+
+def test_the_local_administrator_reads_a_verified_fix_and_retires_it_in_the_page(site: Site) -> None:
+    with site.lib.sessions.begin() as session:
+        fix = VerifiedFix(
+            signature="0" * 64,
+            tool="git",
+            tool_version="2.39.5",
+            normalized_error="error: unknown option `set-upstream'",
+            intent="track the remote branch",
+            template_key="pages-test",
+            failed_template=["git", "branch", "--set-upstream", "{0}"],
+            fixed_template=["git", "branch", "--set-upstream-to", "{0}"],
+            strategy="synopsis_rewrite",
+            rationale="git 2.39 documents --set-upstream-to",
+            snippets=[
+                {"entity_name": "branch", "source_url": "cli://git/branch", "excerpt": "--set-upstream-to"}
+            ],
+            successes=3,
+            failures=1,
+        )
+        session.add(fix)
+        session.flush()
+        fix_id = fix.id
+    local, root = site.browser("local"), site.browser("root")
+
+    listed = local.get("/ui/fixes", params={"tool": "git"})
+    assert (
+        f'data-fix="{fix_id}"' in listed.text
+        and "--set-upstream-to" in listed.text
+        and "3 of 4" in listed.text
+    )
+    refused = root.get("/ui/fixes")  # acme's administrator: not the runtime's organisation
+    assert refused.status_code == 403 and "local organisation only" in refused.text
+    assert root.get(f"/ui/fixes/{fix_id}").status_code == 403
+
+    page = local.get(f"/ui/fixes/{fix_id}")
+    assert "cli://git/branch" in page.text and "Retire this fix" in page.text
+    token = csrf_of(page.text)
+    assert local.post(f"/ui/fixes/{fix_id}/retire", data={"reason": "wrong"}).status_code == 403  # no CSRF
+    unexplained = local.post(f"/ui/fixes/{fix_id}/retire", data={"reason": " ", "csrf": token})
+    assert unexplained.status_code == 422 and "say why the fix is wrong" in unexplained.text
+
+    retired = local.post(
+        f"/ui/fixes/{fix_id}/retire", data={"reason": "points at the wrong remote", "csrf": token}
+    )
+    assert retired.status_code == 200 and "points at the wrong remote" in retired.text
+    assert "Retire this fix" not in retired.text
+    assert f'data-fix="{fix_id}"' not in local.get("/ui/fixes", params={"tool": "git"}).text
+    assert f'data-fix="{fix_id}"' in local.get("/ui/fixes", params={"tool": "git", "retired": "true"}).text

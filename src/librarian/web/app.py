@@ -16,6 +16,7 @@ from librarian.app import Librarian
 from librarian.catalog.policy import SourcePolicy
 from librarian.errors import LibrarianError, UnauthorizedError
 from librarian.knowledge.access import Principal, local_principal
+from librarian.web.fix_pages import fix_router
 from librarian.web.registry_pages import registry_router
 from librarian.web.runbook_pages import runbook_router
 from librarian.web.search_pages import search_router
@@ -120,6 +121,7 @@ def install_web(app: FastAPI, lib: Librarian, policy: SourcePolicy) -> None:
     app.include_router(source_router(pages))
     app.include_router(runbook_router(pages))
     app.include_router(registry_router(pages))
+    app.include_router(fix_router(pages))
 
 
 def _tokens(request: Request) -> TokenAuthenticator:

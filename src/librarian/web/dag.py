@@ -3,6 +3,10 @@
 Each task sits one column right of the deepest task it depends on, so every edge points right. A
 corrective task that surgery inserted is drawn beside the task it was inserted for, one column right
 of it, with a dashed edge and border (the template marks it and shows its rationale).
+
+:func:`as_submitted` gives the DAG before any surgery, drawn beside the corrected one: surgery only
+adds tasks (with a ``parent_id``) and makes the failed task wait for them, so the submitted tasks and
+their dependencies among themselves are what was submitted.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Edge", "Layout", "Node", "layout"]
+__all__ = ["Edge", "Layout", "Node", "as_submitted", "layout"]
 
 NODE_WIDTH = 190
 NODE_HEIGHT = 46
@@ -113,3 +117,35 @@ def layout(tasks: list[dict[str, Any]], *, corrected: Collection[str] = ()) -> L
         width=2 * MARGIN + columns * NODE_WIDTH + (columns - 1) * COLUMN_GAP,
         height=2 * MARGIN + most_rows * NODE_HEIGHT + (most_rows - 1) * ROW_GAP,
     )
+
+
+def as_submitted(tasks: list[dict[str, Any]], corrected: Collection[str] = ()) -> list[dict[str, Any]] | None:
+    """The tasks as they were submitted (status ``submitted``), or None when no surgery happened.
+
+    ``corrected`` names the tasks the loop rewrote in place: surgery that inserted no task still
+    changed the workflow, so the submitted DAG is worth drawing then too.
+
+    Example:
+        >>> tasks = [
+        ...     {"task_id": "a", "key": "fetch", "status": "success", "depends_on": []},
+        ...     {"task_id": "b", "key": "tag", "status": "success", "depends_on": ["a", "c"]},
+        ...     {"task_id": "c", "key": "fix", "status": "success", "depends_on": ["a"], "parent_id": "b"},
+        ... ]
+        >>> [(t["key"], t["depends_on"], t["status"]) for t in as_submitted(tasks)]
+        [('fetch', [], 'submitted'), ('tag', ['a'], 'submitted')]
+        >>> as_submitted(tasks[:1]) is None, len(as_submitted(tasks[:1], corrected={"fetch"}))
+        (True, 1)
+    """
+    if not corrected and not any(task.get("parent_id") for task in tasks):
+        return None
+    submitted = {task["task_id"] for task in tasks if not task.get("parent_id")}
+    return [
+        {
+            "task_id": task["task_id"],
+            "key": task["key"],
+            "status": "submitted",
+            "depends_on": [d for d in task.get("depends_on", []) if d in submitted],
+        }
+        for task in tasks
+        if task["task_id"] in submitted
+    ]

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 
 from librarian.correction.timeline import STEP_KIND
 from librarian.errors import InvalidInputError, LibrarianError
-from librarian.web.dag import NODE_HEIGHT, NODE_WIDTH, layout
+from librarian.web.dag import NODE_HEIGHT, NODE_WIDTH, as_submitted, layout
 from librarian.workflows.service import STATUSES
 
 if TYPE_CHECKING:
@@ -152,6 +152,11 @@ def _context(view: dict[str, Any]) -> dict[str, Any]:
     return {
         "workflow": view,
         "dag": layout(view["tasks"], corrected=corrected),
+        # The DAG as submitted, drawn beside the corrected one once the loop changed anything.
+        "dag_before": layout(submitted, corrected=corrected)
+        if (submitted := as_submitted(view["tasks"], corrected))
+        else None,
+        "submitted_commands": _submitted_commands(timeline),
         "node_width": NODE_WIDTH,
         "node_height": NODE_HEIGHT,
         "keys": keys,
@@ -160,6 +165,16 @@ def _context(view: dict[str, Any]) -> dict[str, Any]:
         "events_hidden": len(view["events"]) - len(events),
         "running": view["status"] == "running",
     }
+
+
+def _submitted_commands(timeline: list[dict[str, Any]]) -> dict[str, str]:
+    """Per corrected task, the command it was submitted with: what its first correction replaced."""
+    commands: dict[str, str] = {}
+    for event in timeline:
+        data = event.get("data") or {}
+        if data.get("stage") == "correction" and isinstance(data.get("failed_argv"), list):
+            commands.setdefault(event["task"], " ".join(str(part) for part in data["failed_argv"]))
+    return commands
 
 
 def _changes(first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> Iterator[str]:
