@@ -24,7 +24,7 @@ from librarian.discovery.service import DiscoveryService
 from librarian.embeddings.base import Embedder
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.embeddings.factory import create_embedder
-from librarian.errors import InvalidInputError, LibrarianError
+from librarian.errors import ForbiddenError, InvalidInputError, LibrarianError
 from librarian.home import prepare_home
 from librarian.incidents.learning import LearningService
 from librarian.incidents.service import IncidentService
@@ -42,7 +42,14 @@ from librarian.ingest.sources.base import SourceListing
 from librarian.ingest.sources.crawler import crawl_listing, known_page_validators, normalize_start_url
 from librarian.ingest.sources.git import looks_like_git_url
 from librarian.ingest.sources.git_access import GitAccess
-from librarian.knowledge.access import Principal, SourceOwner, local_principal, owner_for
+from librarian.knowledge.access import (
+    LOCAL_ORGANIZATION_ID,
+    Principal,
+    Scope,
+    SourceOwner,
+    local_principal,
+    owner_for,
+)
 from librarian.knowledge.identity import IdentityService
 from librarian.knowledge.service import KnowledgeService
 from librarian.llm import LLMClient, create_llm
@@ -610,8 +617,23 @@ class Librarian:
                 for s in rows
             ]
 
-    def stats(self) -> dict[str, Any]:
-        """Counts of the store and the state of the vector index."""
+    def stats(self, principal: Principal | None = None) -> dict[str, Any]:
+        """Counts of the store and the state of the vector index.
+
+        The counts cover every organisation and name the databases, so over REST and MCP only the
+        operator and administrators of the local organisation (the server's own) may read them;
+        ``principal`` is that caller (``None``: the operator on the server, as the CLI is).
+
+        Raises:
+            ForbiddenError: ``principal`` is neither.
+        """
+        if principal is not None and not principal.is_operator and not principal.sees_everything:
+            principal.require(Scope.ADMIN, "reading the store's statistics")
+            if principal.organization_id != LOCAL_ORGANIZATION_ID:
+                raise ForbiddenError(
+                    "the store's statistics cover every organisation: only the server's own "
+                    "organisation's administrators may read them"
+                )
         with self.sessions() as session:
             result = repository.store_statistics(session)
             state = session.get(IndexState, "chunks")

@@ -307,6 +307,7 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/verified-fixes/{fix_id}/retire",
         "/strategy-stats",
         "/admin/directory",
+        "/admin/stats",
         "/admin/teams",
         "/admin/users",
         "/admin/teams/{team}/members",

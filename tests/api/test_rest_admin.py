@@ -31,6 +31,11 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
             scopes = ["admin"] if admin else ["write"]
             token = lib.identity.create_token(operator, organization, name, scopes=scopes)["token"]
             headers[name] = {"Authorization": f"Bearer {token}"}
+        # The local organisation's own administrator (the server's organisation).
+        token = lib.identity.create_token(operator, 1, 1, scopes=["admin"])["token"]
+        headers["local"] = {"Authorization": f"Bearer {token}"}
+        (home.parent / "doc.md").write_text("# Doc\n\nOne chunk.\n", encoding="utf-8")
+        lib.ingest(str(home.parent / "doc.md"), sdk_name="doc", sdk_version="1")
         with TestClient(create_app(lib)) as client:
             yield client, headers
 
@@ -67,3 +72,19 @@ def test_an_administrator_manages_teams_users_and_tokens(
     assert "bob" not in str(client.get("/admin/directory", headers=headers["eve"]).json())
     revoked = client.post(f"/admin/tokens/{token_id}/revoke", headers=root)
     assert revoked.status_code == 200 and client.get("/workflows", headers=bob).status_code == 401
+
+
+def test_the_stores_statistics_are_for_the_servers_own_administrators(
+    api: tuple[TestClient, dict[str, dict[str, str]]],
+) -> None:
+    client, headers = api
+    stats = client.get("/admin/stats", headers=headers["local"])
+    assert stats.status_code == 200
+    body = stats.json()
+    assert body["chunks"] >= 1 and body["documents"] >= 1 and body["vector_index"]["dimension"] == 384
+    assert "password" not in body["database_url"]
+    # Every organisation's counts: not for another organisation's administrator, nor a writer.
+    for name in ("root", "eve", "alice"):
+        refused = client.get("/admin/stats", headers=headers[name])
+        assert refused.status_code == 403 and refused.json()["error"], name
+    assert client.get("/admin/stats").status_code == 401

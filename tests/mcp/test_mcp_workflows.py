@@ -26,6 +26,10 @@ WORKFLOW_TOOLS = {
     "cancel_workflow",
     "list_workflows",
     "list_verified_fixes",
+    "get_verified_fix",
+    "retire_verified_fix",
+    "get_strategy_stats",
+    "plan_workflow",
 }
 
 
@@ -89,9 +93,25 @@ async def test_an_agent_runs_a_workflow_and_answers_the_loops_question(lib: Libr
         assert paused["workflow_id"] in [w["workflow_id"] for w in listed["workflows"]]
         # The answer that worked is learned: the next agent meeting this drift needs no question.
         fixes = (await call(client, "list_verified_fixes"))["fixes"]
-        assert any(
-            "list" in fix["fixed_template"] and "--not-required" in fix["fixed_template"] for fix in fixes
-        ), fixes
+        learned = [
+            fix
+            for fix in fixes
+            if "list" in fix["fixed_template"] and "--not-required" in fix["fixed_template"]
+        ]
+        assert learned, fixes
+        fix = await call(client, "get_verified_fix", fix_id=learned[0]["id"])
+        assert fix["snippets"] is not None and fix["retired"] is None
+        stats = (await call(client, "get_strategy_stats"))["strategies"]
+        assert any(row["trials"] >= 1 for row in stats), stats
+
+        # A fix that turned out wrong is retired with a reason; it is no longer listed, and twice is an error.
+        retired = await call(client, "retire_verified_fix", fix_id=fix["id"], reason="pip moved it again")
+        assert retired["retired"]["reason"] == "pip moved it again"
+        again = await error_text(client, "retire_verified_fix", fix_id=fix["id"], reason="again")
+        assert "already retired" in again
+        assert fix["id"] not in [f["id"] for f in (await call(client, "list_verified_fixes"))["fixes"]]
+        missing = await error_text(client, "get_verified_fix", fix_id=10**9)
+        assert "no verified fix" in missing
 
 
 @pytest.mark.anyio
@@ -107,5 +127,7 @@ async def test_an_agent_cancels_a_workflow_and_bad_input_is_a_readable_error(lib
         unknown = await error_text(
             client, "workflow_status", workflow_id="00000000-0000-0000-0000-000000000000"
         )
+        unplanned = await error_text(client, "plan_workflow", goal="lint the repository")
     assert "teleport" in invalid and "'a'" in invalid and "Traceback" not in invalid
+    assert "LLM" in unplanned and "Traceback" not in unplanned  # this server has none configured
     assert "no workflow" in unknown or "not found" in unknown.lower()

@@ -1,4 +1,5 @@
-"""REST routes of identity administration (``lib.identity``), the twins of ``librarian admin``.
+"""REST routes of identity administration (``lib.identity``), the twins of ``librarian admin``, and
+the store's statistics (``librarian stats``).
 
 An organisation's administrators manage its own teams, users and tokens; the identity service checks
 that on every call. Creating an organisation stays with the server's operator (``librarian admin
@@ -51,9 +52,17 @@ class NewToken(BaseModel):
 
 
 def admin_router(lib: Librarian) -> APIRouter:
-    """``/admin/...``: the directory, teams, users, members and tokens of the caller's organisation."""
+    """``/admin/...``: the directory, teams, users, members and tokens of the caller's organisation, and
+    the store's statistics."""
     router = APIRouter(prefix="/admin", tags=["administration"], responses=_ERRORS)
     identity = lib.identity
+
+    @router.get("/stats")
+    def stats(request: Request) -> dict[str, Any]:
+        """The store's counts (sources, documents, chunks) and the vector index's state, as `librarian
+        stats` prints them. They cover every organisation, so only the server's own organisation's
+        administrators may read them (403 for anyone else)."""
+        return lib.stats(caller(request))
 
     @router.get("/directory")
     def directory(request: Request) -> dict[str, Any]:

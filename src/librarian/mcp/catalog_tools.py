@@ -1,6 +1,6 @@
 """MCP tools and resources of the documentation catalog (``lib.catalog``): ``resolve_library``,
-``read_page``, ``list_sources`` and ``delete_source``, and each library as a resource template
-(``library://{name}``; ``list_sdks`` lists the names).
+``read_page``, ``list_sources``, ``delete_source`` and ``get_store_stats``, and each library as a
+resource template (``library://{name}``; ``list_sdks`` lists the names).
 
 Resources are templates because only templates receive the request's context, and a library is
 shown only to callers who may read it (a static resource could not know who asks).
@@ -97,6 +97,20 @@ def register_catalog_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             found = catalog.list_sources(tool_caller(lib, ctx), after_id=after, limit=limit)
             return {"sources": found, "next_after": found[-1]["id"] if len(found) == limit else None}
+
+    @server.tool(title="Store statistics", annotations=READS)
+    def get_store_stats(ctx: Context | None = None) -> dict[str, Any]:
+        """The store's counts (sources, documents, chunks) and the vector index's state.
+
+        They cover every organisation, so only the server's own organisation's administrators may
+        read them.
+
+        Returns:
+            {sources, documents, chunks, ..., vector_index: {collection, model_version, dimension,
+            built_at}, database_url, vector_url} (passwords hidden).
+        """
+        with tool_errors():
+            return lib.stats(tool_caller(lib, ctx))
 
     @server.tool(title="Delete a documentation source", annotations=DELETES)
     def delete_source(source: str, every_match: bool = False, ctx: Context | None = None) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """MCP tools of organisational knowledge, with the design's names and schemas: ``search_knowledge``,
-``get_document`` and ``record_knowledge_feedback``."""
+``get_document`` and ``record_knowledge_feedback``; and the rest of what the CLI and REST do with
+documents: add, update, delete, list them, list a document's versions and restore one."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from librarian.knowledge.documents import DocumentDraft
 from librarian.knowledge.search import KnowledgeFilters
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
+from librarian.mcp.metadata import WRITES
 
 
 def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
@@ -149,6 +151,60 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
         """
         with tool_errors():
             return lib.knowledge.documents.delete(tool_caller(lib, ctx), document_id, base_version)
+
+    @server.tool(title="List knowledge documents")
+    def list_documents(
+        document_type: str | None = None, after_id: int = 0, limit: int = 50, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        """List the knowledge documents you may read, by id, without their content.
+
+        Args:
+            document_type: only this type, e.g. "runbook", "postmortem", "how-to".
+            after_id: the next_after_id of the previous page.
+            limit: how many (1-500).
+
+        Returns:
+            {"documents": [{id, title, document_type, category, tags, version, visibility, ...}],
+            "next_after_id": <id> or null}.
+        """
+        with tool_errors():
+            documents = lib.knowledge.documents.list_documents(
+                tool_caller(lib, ctx), document_type=document_type, limit=limit, after_id=after_id
+            )
+            return {
+                "documents": documents,
+                "next_after_id": documents[-1]["id"] if len(documents) == limit else None,
+            }
+
+    @server.tool(title="List a document's versions")
+    def list_document_versions(document_id: int, ctx: Context | None = None) -> dict[str, Any]:
+        """Every version of a knowledge document, newest first, without content (read one with get_document).
+
+        Args:
+            document_id: the document's id.
+
+        Returns:
+            {"versions": [{version, version_created_at, version_created_by, version_title, content_hash}]}.
+        """
+        with tool_errors():
+            return {"versions": lib.knowledge.documents.history(tool_caller(lib, ctx), document_id)}
+
+    @server.tool(title="Restore a document version", annotations=WRITES)
+    def restore_document(
+        document_id: int, version: int, base_version: int, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        """Save a new version of a knowledge document equal to an earlier one; nothing is lost.
+
+        Args:
+            document_id: the document's id.
+            version: the earlier version to bring back.
+            base_version: the document's current version, as you read it; refused if it changed since.
+
+        Returns:
+            The document as it is now (its new version).
+        """
+        with tool_errors():
+            return lib.knowledge.documents.restore(tool_caller(lib, ctx), document_id, version, base_version)
 
     @server.tool()
     def record_knowledge_feedback(

@@ -1,6 +1,7 @@
 """MCP tools with which an agent runs workflows and drives the self-correcting loop (``lib.workflows``):
-``run_workflow``, ``workflow_status``, ``answer_workflow``, ``cancel_workflow``, ``list_workflows``
-and ``list_verified_fixes``.
+``run_workflow``, ``plan_workflow``, ``workflow_status``, ``answer_workflow``, ``cancel_workflow``,
+``list_workflows``, and the loop's knowledge: ``list_verified_fixes``, ``get_verified_fix``,
+``retire_verified_fix`` and ``get_strategy_stats``.
 
 Answers are agent-sized (:func:`~librarian.workflows.views.brief_view`): each task's status, outcome
 and correction, the loop's timeline and the newest events, not every log line.
@@ -151,6 +152,67 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
         """
         with tool_errors():
             return workflows.fixes.list(tool_caller(lib, ctx), tool=tool, before=before, limit=limit)
+
+    @server.tool(title="Read a verified fix", annotations=READS)
+    def get_verified_fix(fix_id: int, ctx: Context | None = None) -> dict[str, Any]:
+        """Read one verified fix with the research snippets it came from.
+
+        Args:
+            fix_id: the fix's id, as list_verified_fixes gives it.
+
+        Returns:
+            The fix (as list_verified_fixes gives it) with its snippets, and who retired it and why
+            when it was retired.
+        """
+        with tool_errors():
+            return workflows.fixes.get(tool_caller(lib, ctx), fix_id)
+
+    @server.tool(title="Retire a verified fix", annotations=STOPS)
+    def retire_verified_fix(fix_id: int, reason: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Take a verified fix that turned out wrong out of reuse; it stays on record with the reason.
+
+        Needs an administrator of the runtime's own organisation.
+
+        Args:
+            fix_id: the fix to retire.
+            reason: why it is wrong (kept with the fix).
+
+        Returns:
+            The fix, retired.
+        """
+        with tool_errors():
+            return workflows.fixes.retire(tool_caller(lib, ctx), fix_id, reason)
+
+    @server.tool(title="Strategy statistics", annotations=READS)
+    def get_strategy_stats(category: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        """The correction policy's record: per error category and strategy, trials and mean reward.
+
+        The loop tries first the strategy with the best record for the failure's category.
+
+        Args:
+            category: only this error category, e.g. "api_drift".
+
+        Returns:
+            {"strategies": [{error_category, strategy, trials, total_reward, mean_reward, last_update}]}.
+        """
+        with tool_errors():
+            return workflows.fixes.strategy_stats(tool_caller(lib, ctx), category=category)
+
+    @server.tool(title="Plan a workflow", annotations=READS)
+    def plan_workflow(goal: str, context: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        """Ask the server's LLM to plan a workflow for a goal; it is validated, not run.
+
+        Run the plan with run_workflow. Fails with a readable error when the server has no LLM.
+
+        Args:
+            goal: what the workflow should achieve, e.g. "lint and test the repository".
+            context: facts the planner should know: tools, versions, hosts.
+
+        Returns:
+            The planned workflow, in the form run_workflow takes.
+        """
+        with tool_errors():
+            return workflows.plan(tool_caller(lib, ctx), goal, context=context)
 
 
 def _clamped(wait_seconds: float) -> float:
