@@ -37,7 +37,7 @@ from sqlalchemy import select
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, LibrarianError, NotFoundError
 from librarian.ingest.pipeline import IngestReport, IngestStopped, ProgressCallback
-from librarian.knowledge.access import LOCAL_ORGANIZATION_ID, Principal, SourceOwner, Visibility
+from librarian.knowledge.access import LOCAL_ORGANIZATION_ID, Principal, Scope, SourceOwner, Visibility
 from librarian.research.sdks import normal_form
 from librarian.storage import repository
 from librarian.storage.models import Source, as_utc
@@ -242,25 +242,33 @@ def due_sources(lib: Librarian, now: datetime | None = None) -> list[RefreshTarg
     return sorted(due, key=lambda s: (s.due_at or datetime.min.replace(tzinfo=UTC), s.id))
 
 
-def set_refresh_interval(lib: Librarian, selector: str, seconds: int | None) -> list[RefreshTarget]:
+def set_refresh_interval(
+    lib: Librarian, selector: str, seconds: int | None, principal: Principal | None = None
+) -> list[RefreshTarget]:
     """Give the sources ``selector`` names their own refresh interval; ``None`` restores the default.
+
+    Only sources ``principal`` may refresh are selected (default: every source, as on the server's
+    CLI); setting an interval needs the ``write`` scope.
 
     Returns the updated sources.
 
     Raises:
         InvalidInputError: ``seconds`` below 60 (the scheduler is not a busy loop).
-        NotFoundError: nothing matches ``selector``.
+        NotFoundError: nothing ``principal`` may refresh matches ``selector``.
+        ForbiddenError: ``principal``'s token lacks the ``write`` scope.
     """
+    if principal is not None:
+        principal.require(Scope.WRITE, "setting a refresh interval")
     if seconds is not None and seconds < MIN_INTERVAL_SECONDS:
         raise InvalidInputError(
             f"a refresh interval of {seconds} s is too short",
             hint=f"use at least {MIN_INTERVAL_SECONDS} seconds",
         )
-    ids = {target.id for target in select_sources(lib, selector)}
+    ids = {target.id for target in select_sources(lib, selector, principal)}
     with lib.sessions.begin() as session:
         for row in session.scalars(select(Source).where(Source.id.in_(ids))):
             row.refresh_interval_seconds = seconds
-    return [target for target in all_sources(lib) if target.id in ids]
+    return [target for target in all_sources(lib, principal) if target.id in ids]
 
 
 # -- refreshing -----------------------------------------------------------------------------------

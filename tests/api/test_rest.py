@@ -260,6 +260,7 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/jobs/{job_id}/cancel",
         "/jobs/{job_id}/resume",
         "/sources/{selector}/refresh",
+        "/sources/{selector}/refresh-interval",
         "/knowledge/search",
         "/knowledge/documents",
         "/knowledge/documents/{document_id}",

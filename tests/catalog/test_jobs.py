@@ -24,6 +24,7 @@ from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import ConflictError, InvalidInputError, NotFoundError
 from librarian.mcp import create_mcp_server
+from librarian.refresh import set_refresh_interval
 from librarian.storage.models import Document, Source, utcnow
 from mcp import Client
 from tests.mcp.test_mcp import structured
@@ -182,6 +183,21 @@ def test_rest_adds_lists_cancels_and_resumes(lib: Librarian, tmp_path: Path) -> 
     refreshed = lib.jobs.wait(lib.default_principal, refresh, timeout=120)
     assert refreshed["status"] == "succeeded" and refreshed["result"]["outcomes"][0]["status"] == "unchanged"
 
+    # How often the scheduler refreshes it: its own interval, then the default again.
+    own = client.put("/sources/tool/refresh-interval", json={"seconds": 3600}).json()["sources"]
+    default = client.put("/sources/tool/refresh-interval", json={"seconds": None}).json()["sources"]
+    assert [(s["refresh_interval_seconds"], s["own_interval"]) for s in own] == [(3600, True)]
+    assert default[0]["own_interval"] is False
+    assert client.put("/sources/tool/refresh-interval", json={"seconds": 5}).status_code == 422
+    assert client.put("/sources/nothing-like-it/refresh-interval", json={"seconds": 600}).status_code == 404
+    # Another organisation can neither see nor set it.
+    operator = lib.default_principal
+    lib.identity.create_organization(operator, "rival")
+    lib.identity.create_user(operator, "rival", "spy")
+    spy = lib.identity.principal_of("rival", "spy")
+    with pytest.raises(NotFoundError):
+        set_refresh_interval(lib, "tool", 600, spy)
+
 
 @pytest.mark.anyio
 async def test_an_agent_adds_documentation_and_follows_its_job(lib: Librarian, tmp_path: Path) -> None:
@@ -205,6 +221,18 @@ async def test_an_agent_adds_documentation_and_follows_its_job(lib: Librarian, t
         assert again["resumed_from"] == "0123abcd" * 4
         refused = await client.call_tool("add_source", {"uri": "/etc"})
         assert refused.is_error
+        refresh = structured(await client.call_tool("refresh_source", {"source": "tool"}))
+        refreshed = structured(
+            await client.call_tool("get_job", {"job_id": refresh["id"], "wait_seconds": 60})
+        )
+        assert refreshed["status"] == "succeeded"
+        assert {o["status"] for o in refreshed["result"]["outcomes"]} == {"unchanged"}
+        interval = structured(
+            await client.call_tool("set_refresh_interval", {"source": "tool", "seconds": 900})
+        )
+        assert {s["refresh_interval_seconds"] for s in interval["sources"]} == {900}
+        assert (await client.call_tool("set_refresh_interval", {"source": "tool", "seconds": 1})).is_error
+        assert (await client.call_tool("refresh_source", {"source": "no-such-sdk"})).is_error
     strict = create_mcp_server(lib)  # the default policy: public git URLs only
     async with Client(strict) as client:
         assert (await client.call_tool("add_source", {"uri": str(docs)})).is_error

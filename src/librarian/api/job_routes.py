@@ -16,6 +16,7 @@ from librarian.app import Librarian
 from librarian.catalog.jobs import STATUSES, IngestRequest
 from librarian.catalog.policy import SourcePolicy
 from librarian.catalog.source_kinds import SOURCE_KINDS
+from librarian.refresh import set_refresh_interval
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": dict[str, Any]} for code in (401, 403, 404, 409, 422)
@@ -70,6 +71,16 @@ class SourceRequest(BaseModel):
         )
 
 
+class RefreshInterval(BaseModel):
+    """How often a source is refreshed."""
+
+    seconds: int | None = Field(
+        ge=60,
+        le=10 * 365 * 24 * 3600,
+        description="Seconds between refreshes; null for the setting's default.",
+    )
+
+
 class JobAccepted(BaseModel):
     """A background job was queued; poll ``GET /jobs/{job_id}``."""
 
@@ -94,7 +105,8 @@ class JobState(BaseModel):
 
 
 def job_router(lib: Librarian, policy: SourcePolicy) -> APIRouter:
-    """``POST /sources``, ``POST /sources/{selector}/refresh`` and the ``/jobs`` routes."""
+    """``POST /sources``, ``POST /sources/{selector}/refresh``, ``PUT /sources/{selector}/refresh-interval``
+    and the ``/jobs`` routes."""
     router = APIRouter(tags=["sources"], responses=_ERRORS)
     jobs = lib.jobs
 
@@ -128,6 +140,16 @@ def job_router(lib: Librarian, policy: SourcePolicy) -> APIRouter:
         old version is kept).
         """
         return {"job_id": jobs.submit_refresh(caller(request), selector)["id"]}
+
+    @router.put("/sources/{selector:path}/refresh-interval")
+    def set_interval(selector: str, body: RefreshInterval, request: Request) -> dict[str, Any]:
+        """Set how often ``librarian schedule`` refreshes the sources ``selector`` names (as for
+        refresh); ``seconds: null`` gives them back the ``refresh_interval_seconds`` setting.
+
+        The answer lists each updated source with its interval and whether it is its own.
+        """
+        updated = set_refresh_interval(lib, selector, body.seconds, caller(request))
+        return {"sources": [target.to_dict() for target in updated]}
 
     @router.get("/jobs")
     def list_jobs(

@@ -1,5 +1,6 @@
 """MCP tools with which an agent adds documentation itself and follows it (``lib.jobs``): ``add_source``,
-``list_jobs``, ``get_job``, ``cancel_job`` and ``resume_job``.
+``refresh_source``, ``set_refresh_interval``, ``list_jobs``, ``get_job``, ``cancel_job`` and
+``resume_job``.
 
 Sources are accepted under the same policy as ``POST /sources``: the server's allowed roots for local
 paths, public addresses only unless the operator allows private ones, ssh only when allowed.
@@ -17,6 +18,7 @@ from librarian.catalog.jobs import IngestRequest
 from librarian.catalog.policy import SourcePolicy
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
+from librarian.refresh import set_refresh_interval as set_interval
 
 READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 # Adding a source fetches from the outside world and writes to the store; it never deletes.
@@ -24,6 +26,9 @@ FETCHES = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
 )
 STOPS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+SETS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 MAX_WAIT_SECONDS = 120.0
@@ -88,6 +93,37 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
             if wait_seconds > 0:
                 return jobs.wait(principal, job["id"], min(wait_seconds, MAX_WAIT_SECONDS))
             return job
+
+    @server.tool(title="Refresh documentation", annotations=FETCHES)
+    def refresh_source(source: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Ingest sources again in the background, incrementally: only what changed is re-indexed.
+
+        Args:
+            source: a source id, key prefix or URI (as list_sources gives them), or an SDK name, which
+                selects every version of that SDK.
+
+        Returns:
+            The job (follow it with get_job): its result lists each source's outcome.
+        """
+        with tool_errors():
+            return jobs.submit_refresh(tool_caller(lib, ctx), source)
+
+    @server.tool(title="Set a refresh interval", annotations=SETS)
+    def set_refresh_interval(
+        source: str, seconds: int | None = None, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        """Set how often the server's scheduler refreshes sources (`librarian schedule`).
+
+        Args:
+            source: a source id, key prefix, URI or SDK name, as refresh_source takes it.
+            seconds: seconds between refreshes (at least 60); omit it to use the server's default.
+
+        Returns:
+            The sources updated: {"sources": [{id, uri, refresh_interval_seconds, own_interval, ...}]}.
+        """
+        with tool_errors():
+            updated = set_interval(lib, source, seconds, tool_caller(lib, ctx))
+            return {"sources": [target.to_dict() for target in updated]}
 
     @server.tool(title="Read a job", annotations=READS)
     def get_job(job_id: str, wait_seconds: float = 0, ctx: Context | None = None) -> dict[str, Any]:
