@@ -24,7 +24,7 @@ from librarian.discovery.service import DiscoveryService
 from librarian.embeddings.base import Embedder
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.embeddings.factory import create_embedder
-from librarian.errors import ForbiddenError, InvalidInputError, LibrarianError
+from librarian.errors import InvalidInputError, LibrarianError
 from librarian.home import prepare_home
 from librarian.incidents.learning import LearningService
 from librarian.incidents.service import IncidentService
@@ -43,12 +43,11 @@ from librarian.ingest.sources.crawler import crawl_listing, known_page_validator
 from librarian.ingest.sources.git import looks_like_git_url
 from librarian.ingest.sources.git_access import GitAccess
 from librarian.knowledge.access import (
-    LOCAL_ORGANIZATION_ID,
     Principal,
-    Scope,
     SourceOwner,
     local_principal,
     owner_for,
+    require_store_administrator,
 )
 from librarian.knowledge.identity import IdentityService
 from librarian.knowledge.service import KnowledgeService
@@ -627,13 +626,8 @@ class Librarian:
         Raises:
             ForbiddenError: ``principal`` is neither.
         """
-        if principal is not None and not principal.is_operator and not principal.sees_everything:
-            principal.require(Scope.ADMIN, "reading the store's statistics")
-            if principal.organization_id != LOCAL_ORGANIZATION_ID:
-                raise ForbiddenError(
-                    "the store's statistics cover every organisation: only the server's own "
-                    "organisation's administrators may read them"
-                )
+        if principal is not None:
+            require_store_administrator(principal, "reading the store's statistics")
         with self.sessions() as session:
             result = repository.store_statistics(session)
             state = session.get(IndexState, "chunks")

@@ -309,6 +309,7 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/strategy-stats",
         "/admin/directory",
         "/admin/stats",
+        "/admin/reindex",
         "/admin/teams",
         "/admin/users",
         "/admin/teams/{team}/members",

@@ -3,6 +3,7 @@ does, and no organisation reaches another's people or tokens."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,3 +89,28 @@ def test_the_stores_statistics_are_for_the_servers_own_administrators(
         refused = client.get("/admin/stats", headers=headers[name])
         assert refused.status_code == 403 and refused.json()["error"], name
     assert client.get("/admin/stats").status_code == 401
+
+
+def test_the_servers_own_administrator_rebuilds_the_index_in_the_background(
+    api: tuple[TestClient, dict[str, dict[str, str]]],
+) -> None:
+    client, headers = api
+    local = headers["local"]
+    before = client.get("/admin/stats", headers=local).json()["vector_index"]["collection"]
+    for name in ("root", "alice"):  # another organisation's administrator, a writer
+        assert client.post("/admin/reindex", headers=headers[name]).status_code == 403
+    started = client.post("/admin/reindex", headers=local)
+    assert started.status_code == 202
+    job_id = started.json()["job_id"]
+    deadline = time.monotonic() + 120
+    job = client.get(f"/jobs/{job_id}", headers=local).json()
+    while job["status"] in ("queued", "running") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        job = client.get(f"/jobs/{job_id}", headers=local).json()
+    assert job["status"] == "succeeded", job
+    after = client.get("/admin/stats", headers=local).json()["vector_index"]["collection"]
+    assert job["result"]["collection"] == after != before and job["result"]["chunks"] >= 1
+    # Searches read the new index.
+    found = client.post("/knowledge/query", json={"query": "one chunk"}, headers=local)
+    assert found.status_code == 200, found.text
+    assert found.json()["results"]

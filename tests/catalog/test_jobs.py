@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from typer.testing import CliRunner
 
 from librarian.api import create_app
@@ -22,7 +22,7 @@ from librarian.catalog.policy import SourcePolicy
 from librarian.cli.main import app
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
-from librarian.errors import ConflictError, InvalidInputError, NotFoundError
+from librarian.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from librarian.mcp import create_mcp_server
 from librarian.refresh import set_refresh_interval
 from librarian.storage.models import Document, Source, utcnow
@@ -257,3 +257,36 @@ def test_the_jobs_command_lists_shows_resumes_and_refuses_to_cancel_a_finished_j
     assert resumed["status"] == "succeeded" and resumed["resumed_from"] == "feedface" * 4
     assert cli("jobs", "show", resumed["id"])["result"]["added"] == 2
     assert "already finished" in cli("jobs", "cancel", resumed["id"], code=1)
+
+
+def test_one_rebuild_of_the_index_at_a_time_and_only_for_the_servers_administrators(
+    lib: Librarian, tmp_path: Path
+) -> None:
+    operator = lib.default_principal
+    lib.identity.create_organization(operator, "rival")
+    lib.identity.create_user(operator, "rival", "boss", admin=True)
+    with pytest.raises(ForbiddenError):
+        lib.jobs.submit_reindex(lib.identity.principal_of("rival", "boss"))
+    # A rebuild another thread of this server is running (its heartbeat is fresh).
+    with lib.sessions.begin() as session:
+        session.add(
+            IngestJob(
+                id="feed" * 8,
+                kind="reindex",
+                status="running",
+                organization_id=1,
+                created_by=1,
+                request={},
+                progress={},
+                cancel_requested=False,
+                heartbeat_at=utcnow(),
+            )
+        )
+    with pytest.raises(ConflictError, match="already being rebuilt"):
+        lib.jobs.submit_reindex(operator)
+    # Once its process stops beating, it reads as interrupted and a new rebuild may start.
+    stale = utcnow() - timedelta(seconds=STALE_SECONDS + 5)
+    with lib.sessions.begin() as session:
+        session.execute(update(IngestJob).where(IngestJob.id == "feed" * 8).values(heartbeat_at=stale))
+    job = lib.jobs.submit_reindex(operator)
+    assert lib.jobs.wait(operator, job["id"], timeout=120)["status"] == "succeeded"

@@ -1,5 +1,5 @@
 """Knowledge documents over MCP beyond search: list them, read a document's versions, restore one; and
-the store's statistics."""
+the store as a whole: its statistics and a rebuild of its vector index."""
 
 from __future__ import annotations
 
@@ -77,3 +77,13 @@ async def test_the_operator_reads_the_stores_statistics(lib: Librarian) -> None:
         after = await call(client, "get_store_stats")
     assert after["documents"] == before["documents"] + 1 and after["chunks"] > before["chunks"]
     assert after["vector_index"]["dimension"] == 384
+
+
+@pytest.mark.anyio
+async def test_the_operator_rebuilds_the_vector_index(lib: Librarian) -> None:
+    async with Client(create_mcp_server(lib)) as client:
+        before = (await call(client, "get_store_stats"))["vector_index"]["collection"]
+        job = await call(client, "start_reindex")
+        done = await call(client, "get_job", job_id=job["id"], wait_seconds=60)
+        after = (await call(client, "get_store_stats"))["vector_index"]["collection"]
+    assert done["status"] == "succeeded" and done["result"]["collection"] == after != before

@@ -1,5 +1,5 @@
 """REST routes of identity administration (``lib.identity``), the twins of ``librarian admin``, and
-the store's statistics (``librarian stats``).
+the store's statistics and index rebuild (``librarian stats``, ``librarian reindex``).
 
 An organisation's administrators manage its own teams, users and tokens; the identity service checks
 that on every call. Creating an organisation stays with the server's operator (``librarian admin
@@ -53,7 +53,7 @@ class NewToken(BaseModel):
 
 def admin_router(lib: Librarian) -> APIRouter:
     """``/admin/...``: the directory, teams, users, members and tokens of the caller's organisation, and
-    the store's statistics."""
+    the store's statistics and index rebuild."""
     router = APIRouter(prefix="/admin", tags=["administration"], responses=_ERRORS)
     identity = lib.identity
 
@@ -63,6 +63,14 @@ def admin_router(lib: Librarian) -> APIRouter:
         stats` prints them. They cover every organisation, so only the server's own organisation's
         administrators may read them (403 for anyone else)."""
         return lib.stats(caller(request))
+
+    @router.post("/reindex", status_code=status.HTTP_202_ACCEPTED)
+    def reindex(request: Request) -> dict[str, str]:
+        """Rebuild the vector index from the store in the background (`librarian reindex`), e.g. after
+        changing the embedding model; poll ``GET /jobs/{job_id}``. Searches use the current index until
+        the new one is complete. The server's own organisation's administrators only (403); 409 while
+        a rebuild is queued or running."""
+        return {"job_id": lib.jobs.submit_reindex(caller(request))["id"]}
 
     @router.get("/directory")
     def directory(request: Request) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""``lib.jobs``: stored background ingests and refreshes, which agents and people start, follow,
-cancel and resume from any interface.
+"""``lib.jobs``: stored background ingests, refreshes and rebuilds of the vector index, which agents and
+people start, follow, cancel and resume from any interface.
 
 A job is a row (:class:`IngestJob`) and a daemon thread of the process that started it. The thread
 records progress (stage, done, total) as the ingest reports it, at most every
@@ -29,7 +29,14 @@ from librarian.catalog.policy import SourcePolicy
 from librarian.catalog.source_kinds import check_request, run_request
 from librarian.errors import ConflictError, InvalidInputError, LibrarianError, NotFoundError
 from librarian.ingest.pipeline import IngestStopped
-from librarian.knowledge.access import Principal, Scope, SourceOwner, can_change, owner_for
+from librarian.knowledge.access import (
+    Principal,
+    Scope,
+    SourceOwner,
+    can_change,
+    owner_for,
+    require_store_administrator,
+)
 from librarian.storage.models import as_utc, utcnow
 
 if TYPE_CHECKING:
@@ -137,6 +144,7 @@ class IngestJobs:
         self._closing = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
+        self._reindex_lock = threading.Lock()
 
     # -- starting -------------------------------------------------------------------------------
 
@@ -167,6 +175,32 @@ class IngestJobs:
         select_sources(self._lib, selector, principal)
         return self._start(principal, "refresh", {"selector": selector})
 
+    def submit_reindex(self, principal: Principal) -> dict[str, Any]:
+        """Queue a rebuild of the vector index from the store (``librarian reindex``).
+
+        Searches keep using the current index until the new one is complete; an interrupted rebuild
+        leaves it in place. Its progress is the count of chunks embedded.
+
+        Raises:
+            ForbiddenError: not the operator or an administrator of the server's own organisation.
+            ConflictError: a rebuild is already queued or running.
+        """
+        require_store_administrator(principal, "rebuilding the vector index")
+        # One rebuild at a time: two would build the same next generation of the index.
+        with self._reindex_lock:
+            with self._lib.sessions() as session:
+                rows = session.scalars(
+                    select(IngestJob).where(
+                        IngestJob.kind == "reindex", IngestJob.status.in_(("queued", "running"))
+                    )
+                ).all()
+                active = [row.id for row in rows if effective_status(row) in ("queued", "running")]
+            if active:
+                raise ConflictError(
+                    f"the vector index is already being rebuilt (job {active[0]})", hint="follow that job"
+                )
+            return self._start(principal, "reindex", {})
+
     def resume(self, principal: Principal, job_id: str, policy: SourcePolicy | None = None) -> dict[str, Any]:
         """Run a finished-but-incomplete job (interrupted, failed or cancelled) again, as a new job.
 
@@ -192,6 +226,8 @@ class IngestJobs:
             raise ConflictError(f"job {job_id} was already resumed as job {successor}", hint="read that job")
         if kind == "refresh":
             job = self.submit_refresh(principal, str(stored["selector"]))
+        elif kind == "reindex":
+            job = self.submit_reindex(principal)
         else:
             accepted = policy or SourcePolicy.from_dict(stored.get("policy"))
             job = self.submit_ingest(principal, IngestRequest.from_dict(stored), accepted)
@@ -350,6 +386,8 @@ class IngestJobs:
 
     def _work(self, principal: Principal, reporter: _Reporter) -> dict[str, Any]:
         stored = reporter.request
+        if reporter.kind == "reindex":
+            return self._lib.reindex(lambda done, total: reporter.progress("embedding", done, total))
         if reporter.kind == "refresh":
             from librarian.refresh import refresh_targets, select_sources
 

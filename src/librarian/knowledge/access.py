@@ -164,6 +164,26 @@ def can_change(principal: Principal, organization_id: int, created_by: int | Non
     return principal.user_id == created_by or principal.is_admin
 
 
+def require_store_administrator(principal: Principal, action: str) -> None:
+    """Allow ``action`` on the store as a whole (its counts, its vector index) only to the operator
+    and the administrators of the local organisation, the server's own.
+
+    The store holds every organisation's documents: its counts reveal theirs, and rebuilding its
+    index is the server's maintenance, not one organisation's.
+
+    Raises:
+        ForbiddenError: anyone else.
+    """
+    if principal.is_operator or principal.sees_everything:
+        return
+    principal.require(Scope.ADMIN, action)
+    if principal.organization_id != LOCAL_ORGANIZATION_ID:
+        raise ForbiddenError(
+            f"{action} concerns every organisation's documents: only the server's own "
+            "organisation's administrators may do it"
+        )
+
+
 @dataclass(frozen=True)
 class SourceOwner:
     """Who owns an ingest source and who may read its documents (``None`` visibility: the default,

@@ -1,6 +1,6 @@
 """MCP tools with which an agent adds documentation itself and follows it (``lib.jobs``): ``add_source``,
-``refresh_source``, ``set_refresh_interval``, ``list_jobs``, ``get_job``, ``cancel_job`` and
-``resume_job``.
+``refresh_source``, ``set_refresh_interval``, ``start_reindex``, ``list_jobs``, ``get_job``,
+``cancel_job`` and ``resume_job``.
 
 Sources are accepted under the same policy as ``POST /sources``: the server's allowed roots for local
 paths, public addresses only unless the operator allows private ones, ssh only when allowed.
@@ -29,6 +29,10 @@ STOPS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 SETS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+# A rebuild replaces the index with an equivalent one: nothing is lost, running it again is harmless.
+REBUILDS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 MAX_WAIT_SECONDS = 120.0
@@ -124,6 +128,19 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         with tool_errors():
             updated = set_interval(lib, source, seconds, tool_caller(lib, ctx))
             return {"sources": [target.to_dict() for target in updated]}
+
+    @server.tool(title="Rebuild the vector index", annotations=REBUILDS)
+    def start_reindex(ctx: Context | None = None) -> dict[str, Any]:
+        """Rebuild the vector index from the store in the background, e.g. after an embedding model change.
+
+        Searches keep using the current index until the new one is complete. Only the server's own
+        organisation's administrators may do it; one rebuild runs at a time.
+
+        Returns:
+            The job (follow it with get_job); its result names the new collection and its chunk count.
+        """
+        with tool_errors():
+            return jobs.submit_reindex(tool_caller(lib, ctx))
 
     @server.tool(title="Read a job", annotations=READS)
     def get_job(job_id: str, wait_seconds: float = 0, ctx: Context | None = None) -> dict[str, Any]:
