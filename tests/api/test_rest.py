@@ -310,6 +310,7 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/admin/directory",
         "/admin/stats",
         "/admin/reindex",
+        "/eval",
         "/admin/teams",
         "/admin/users",
         "/admin/teams/{team}/members",

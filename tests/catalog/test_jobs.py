@@ -290,3 +290,45 @@ def test_one_rebuild_of_the_index_at_a_time_and_only_for_the_servers_administrat
         session.execute(update(IngestJob).where(IngestJob.id == "feed" * 8).values(heartbeat_at=stale))
     job = lib.jobs.submit_reindex(operator)
     assert lib.jobs.wait(operator, job["id"], timeout=120)["status"] == "succeeded"
+
+
+def beir(folder: Path) -> Path:
+    """A tiny BEIR-layout dataset: three records, two questions, each with its relevant record."""
+    (folder / "qrels").mkdir(parents=True)
+    records = {
+        "d1": "Upload a file to a bucket with the put command.",
+        "d2": "Delete a queue and every message in it.",
+        "d3": "Rotate the signing key every quarter.",
+    }
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": key, "title": "", "text": text}) + "\n" for key, text in records.items())
+    )
+    (folder / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "how to upload a file"})
+        + "\n"
+        + json.dumps({"_id": "q2", "text": "remove a queue"})
+        + "\n"
+    )
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return folder
+
+
+def test_an_evaluation_runs_as_a_job_on_a_dataset_under_an_allowed_root(
+    lib: Librarian, tmp_path: Path
+) -> None:
+    dataset = beir(tmp_path / "allowed" / "set")
+    client = TestClient(create_app(lib, allowed_roots=[tmp_path / "allowed"]))
+    started = client.post("/eval", json={"kind": "retrieval", "dataset": str(dataset)})
+    assert started.status_code == 202
+    done = lib.jobs.wait(lib.default_principal, started.json()["job_id"], timeout=300)
+    assert done["status"] == "succeeded", done
+    assert done["result"]["queries"] == 2 and done["result"]["hit@5"] == 100.0
+    before = documents(lib)  # the throwaway store leaves the real one as it was
+
+    outside = beir(tmp_path / "elsewhere")
+    refused = client.post("/eval", json={"kind": "retrieval", "dataset": str(outside)})
+    assert refused.status_code == 422 and "allowed roots" in refused.json()["message"]
+    not_a_folder = client.post("/eval", json={"kind": "tools", "dataset": str(dataset / "corpus.jsonl")})
+    assert not_a_folder.status_code == 422 and "not a folder" in not_a_folder.json()["message"]
+    assert client.post("/eval", json={"kind": "speed", "dataset": str(dataset)}).status_code == 422
+    assert documents(lib) == before

@@ -6,7 +6,7 @@ reads ``interrupted`` and ``POST /jobs/{job_id}/resume`` runs it again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, Field
@@ -81,6 +81,19 @@ class RefreshInterval(BaseModel):
     )
 
 
+class Evaluation(BaseModel):
+    """A measurement to run on a dataset folder on the server."""
+
+    kind: Literal["retrieval", "tools"] = Field(
+        description="retrieval (documentation search) or tools (discovery)."
+    )
+    dataset: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="A BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) under an allowed root.",
+    )
+
+
 class JobAccepted(BaseModel):
     """A background job was queued; poll ``GET /jobs/{job_id}``."""
 
@@ -105,8 +118,8 @@ class JobState(BaseModel):
 
 
 def job_router(lib: Librarian, policy: SourcePolicy) -> APIRouter:
-    """``POST /sources``, ``POST /sources/{selector}/refresh``, ``PUT /sources/{selector}/refresh-interval``
-    and the ``/jobs`` routes."""
+    """``POST /sources``, ``POST /sources/{selector}/refresh``, ``PUT /sources/{selector}/refresh-interval``,
+    ``POST /eval`` and the ``/jobs`` routes."""
     router = APIRouter(tags=["sources"], responses=_ERRORS)
     jobs = lib.jobs
 
@@ -150,6 +163,13 @@ def job_router(lib: Librarian, policy: SourcePolicy) -> APIRouter:
         """
         updated = set_refresh_interval(lib, selector, body.seconds, caller(request))
         return {"sources": [target.to_dict() for target in updated]}
+
+    @router.post("/eval", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted)
+    def evaluate(body: Evaluation, request: Request) -> dict[str, str]:
+        """Measure retrieval or tool discovery on a dataset folder on the server, in the background
+        (`librarian eval`), in a throwaway store; poll ``GET /jobs/{job_id}``: its result holds the
+        metrics and latencies. The folder must be under the server's allowed roots (422 otherwise)."""
+        return {"job_id": jobs.submit_eval(caller(request), body.kind, body.dataset, policy)["id"]}
 
     @router.get("/jobs")
     def list_jobs(

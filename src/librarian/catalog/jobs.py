@@ -1,5 +1,5 @@
-"""``lib.jobs``: stored background ingests, refreshes and rebuilds of the vector index, which agents and
-people start, follow, cancel and resume from any interface.
+"""``lib.jobs``: stored background ingests, refreshes, rebuilds of the vector index and evaluations,
+which agents and people start, follow, cancel and resume from any interface.
 
 A job is a row (:class:`IngestJob`) and a daemon thread of the process that started it. The thread
 records progress (stage, done, total) as the ingest reports it, at most every
@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
@@ -49,6 +50,8 @@ HEARTBEAT_SECONDS = 10.0
 STALE_SECONDS = 60.0
 FINISHED = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
 STATUSES = FINISHED | {"queued", "running"}
+# What `librarian eval` measures: search over documentation, or discovery over registered tools.
+EVAL_KINDS = ("retrieval", "tools")
 MAX_PAGE = 200
 
 
@@ -201,6 +204,33 @@ class IngestJobs:
                 )
             return self._start(principal, "reindex", {})
 
+    def submit_eval(
+        self, principal: Principal, kind: str, dataset: str, policy: SourcePolicy
+    ) -> dict[str, Any]:
+        """Queue a measurement of retrieval or tool discovery on a BEIR-layout dataset folder on the
+        server (``librarian eval retrieval|tools``), in a throwaway store: nothing stored changes.
+
+        The folder must lie under the server's allowed roots, as a local source must.
+
+        Raises:
+            InvalidInputError: an unknown kind, or a dataset that is not such a folder under an
+                allowed root (checked now, not in the background).
+            ForbiddenError: the token lacks the ``write`` scope (an evaluation costs minutes of CPU).
+        """
+        principal.require(Scope.WRITE, "running an evaluation")
+        if kind not in EVAL_KINDS:
+            raise InvalidInputError(f"kind: {kind!r} is not one of {', '.join(EVAL_KINDS)}")
+        checked = policy.check(dataset)
+        folder = Path(checked)
+        if not folder.is_absolute() or not folder.is_dir():
+            raise InvalidInputError(
+                f"dataset: {dataset!r} is not a folder on the server",
+                hint="give a folder holding corpus.jsonl, queries.jsonl and qrels/test.tsv",
+            )
+        return self._start(
+            principal, "eval", {"eval": kind, "dataset": str(folder), "policy": policy.to_dict()}
+        )
+
     def resume(self, principal: Principal, job_id: str, policy: SourcePolicy | None = None) -> dict[str, Any]:
         """Run a finished-but-incomplete job (interrupted, failed or cancelled) again, as a new job.
 
@@ -228,6 +258,9 @@ class IngestJobs:
             job = self.submit_refresh(principal, str(stored["selector"]))
         elif kind == "reindex":
             job = self.submit_reindex(principal)
+        elif kind == "eval":
+            accepted = policy or SourcePolicy.from_dict(stored.get("policy"))
+            job = self.submit_eval(principal, str(stored["eval"]), str(stored["dataset"]), accepted)
         else:
             accepted = policy or SourcePolicy.from_dict(stored.get("policy"))
             job = self.submit_ingest(principal, IngestRequest.from_dict(stored), accepted)
@@ -388,6 +421,16 @@ class IngestJobs:
         stored = reporter.request
         if reporter.kind == "reindex":
             return self._lib.reindex(lambda done, total: reporter.progress("embedding", done, total))
+        if reporter.kind == "eval":
+            from librarian.evaluation.retrieval import (
+                evaluate_retrieval,
+            )  # the evaluation is heavy: import late
+            from librarian.evaluation.tools import evaluate_tools
+
+            dataset = Path(str(stored["dataset"]))
+            if stored.get("eval") == "tools":
+                return evaluate_tools(dataset, self._lib.settings, embedder=self._lib.cache.embedder)
+            return evaluate_retrieval(dataset, self._lib.settings, progress=reporter.progress)
         if reporter.kind == "refresh":
             from librarian.refresh import refresh_targets, select_sources
 

@@ -1,6 +1,6 @@
 """MCP tools with which an agent adds documentation itself and follows it (``lib.jobs``): ``add_source``,
-``refresh_source``, ``set_refresh_interval``, ``start_reindex``, ``list_jobs``, ``get_job``,
-``cancel_job`` and ``resume_job``.
+``refresh_source``, ``set_refresh_interval``, ``start_reindex``, ``start_evaluation``, ``list_jobs``,
+``get_job``, ``cancel_job`` and ``resume_job``.
 
 Sources are accepted under the same policy as ``POST /sources``: the server's allowed roots for local
 paths, public addresses only unless the operator allows private ones, ssh only when allowed.
@@ -29,6 +29,10 @@ STOPS = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 SETS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+# An evaluation reads a dataset and works in a throwaway store: it changes nothing, but is no mere read.
+MEASURES = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 # A rebuild replaces the index with an equivalent one: nothing is lost, running it again is harmless.
@@ -141,6 +145,22 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         """
         with tool_errors():
             return jobs.submit_reindex(tool_caller(lib, ctx))
+
+    @server.tool(title="Measure retrieval quality", annotations=MEASURES)
+    def start_evaluation(kind: str, dataset: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Measure documentation search or tool discovery on a dataset folder on the server, in the
+        background and in a throwaway store (nothing stored changes).
+
+        Args:
+            kind: "retrieval" (documentation search) or "tools" (tool discovery).
+            dataset: a BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) under the
+                server's allowed roots.
+
+        Returns:
+            The job (follow it with get_job); its result holds Hit@k, NDCG@10 and the latencies.
+        """
+        with tool_errors():
+            return jobs.submit_eval(tool_caller(lib, ctx), kind, dataset, policy)
 
     @server.tool(title="Read a job", annotations=READS)
     def get_job(job_id: str, wait_seconds: float = 0, ctx: Context | None = None) -> dict[str, Any]:
