@@ -27,6 +27,7 @@ from librarian.mcp.job_tools import register_job_tools
 from librarian.mcp.knowledge_tools import register_knowledge_tools
 from librarian.mcp.metadata import describe_tools
 from librarian.mcp.runbook_tools import register_runbook_tools
+from librarian.mcp.tool_admin_tools import register_tool_admin_tools
 from librarian.mcp.tool_registry_tools import register_tool_registry_tools
 from librarian.mcp.workflow_tools import register_workflow_tools
 from librarian.research import feedback as feedback_store
@@ -226,6 +227,7 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
     register_incident_tools(server, lib)
     register_runbook_tools(server, lib)
     register_tool_registry_tools(server, lib)
+    register_tool_admin_tools(server, lib)
     register_workflow_tools(server, lib)
     describe_tools(server)
     return server

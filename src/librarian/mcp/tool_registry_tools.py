@@ -1,7 +1,9 @@
 """MCP tools of the verb and tool registry (``lib.discovery``): ``discover_tools`` and ``call_tool``,
 with which an agent finds and calls any tool the organisation registered (MCP servers, OpenAPI
 operations, Python functions, CLI commands) through one server, and ``discover_verbs``,
-``register_tool``, ``register_verb``, ``set_tool_status`` and ``delete_tool``.
+``register_tool``, ``register_verb``, ``set_tool_status`` and ``delete_tool``. Listing, reading and
+administering the registry (tool sources, verbs, stats, reported uses) is in
+:mod:`librarian.mcp.tool_admin_tools`.
 
 The tools are plain functions, which the MCP SDK runs on a worker thread, so a call that waits on
 another process does not block the server.
