@@ -101,6 +101,7 @@ TOOLS = {
     "refresh_source",
     "set_refresh_interval",
     "start_reindex",
+    "start_evaluation",
     "run_workflow",
     "workflow_status",
     "answer_workflow",
