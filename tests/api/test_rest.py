@@ -303,6 +303,7 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/workflows/{workflow_id}/follow",
         "/workflows/{workflow_id}/answer",
         "/workflows/{workflow_id}/cancel",
+        "/workflows/{workflow_id}/resume",
         "/verified-fixes",
         "/verified-fixes/{fix_id}",
         "/verified-fixes/{fix_id}/retire",

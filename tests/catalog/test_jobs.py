@@ -206,10 +206,20 @@ async def test_an_agent_adds_documentation_and_follows_its_job(lib: Librarian, t
     async with Client(server) as client:
         added = structured(
             await client.call_tool(
-                "add_source", {"uri": str(docs), "sdk_name": "tool", "sdk_version": "1", "wait_seconds": 60}
+                "add_source",
+                {
+                    "uri": str(docs),
+                    "sdk_name": "tool",
+                    "sdk_version": "1",
+                    "wait_seconds": 60,
+                    "category": "cli",
+                },
             )
         )
         assert added["status"] == "succeeded" and added["result"]["added"] == 2
+        assert {
+            hit.category for hit in lib.search("file", sdk_name="tool", principal=lib.default_principal)
+        } == {"cli"}
         read = structured(await client.call_tool("get_job", {"job_id": added["id"]}))
         assert read["progress"]["done"] == 2
         listed = structured(await client.call_tool("list_jobs", {"limit": 5}))

@@ -32,6 +32,7 @@ MODULES = [
     "librarian.research.error_evidence",
     "librarian.runtime.task_env",
     "librarian.installed",
+    "librarian.user_dates",
     "librarian.web.dag",
 ]
 

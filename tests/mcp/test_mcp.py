@@ -106,6 +106,7 @@ TOOLS = {
     "workflow_status",
     "answer_workflow",
     "cancel_workflow",
+    "resume_workflow",
     "list_workflows",
     "list_verified_fixes",
     "get_verified_fix",

@@ -12,6 +12,7 @@ import pytest
 from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
+from librarian.errors import NotFoundError
 from librarian.mcp import create_mcp_server
 from mcp import Client
 from tests.mcp.test_mcp import structured
@@ -87,3 +88,76 @@ async def test_the_operator_rebuilds_the_vector_index(lib: Librarian) -> None:
         done = await call(client, "get_job", job_id=job["id"], wait_seconds=60)
         after = (await call(client, "get_store_stats"))["vector_index"]["collection"]
     assert done["status"] == "succeeded" and done["result"]["collection"] == after != before
+
+
+@pytest.mark.anyio
+async def test_a_documents_visibility_and_summary_change_over_mcp(lib: Librarian) -> None:
+    lib.identity.create_user(lib.default_principal, 1, "colleague")
+    colleague = lib.identity.principal_of(1, "colleague")
+    async with Client(create_mcp_server(lib)) as client:
+        added = await call(
+            client,
+            "add_document",
+            title="Payroll keys",
+            content="Rotate the payroll signing key.",
+            description="How the payroll key is rotated",
+            severity="high",
+        )
+        assert lib.knowledge.documents.get(colleague, added["id"])["title"] == "Payroll keys"
+        hidden = await call(
+            client, "update_document", document_id=added["id"], base_version=1, visibility="private"
+        )
+        bad = await error_text(
+            client, "update_document", document_id=added["id"], base_version=2, severity="apocalyptic"
+        )
+    assert hidden["visibility"] == "private" and hidden["description"] == "How the payroll key is rotated"
+    assert "severity" in bad
+    with pytest.raises(NotFoundError):  # the colleague no longer reads it
+        lib.knowledge.documents.get(colleague, added["id"])
+
+
+@pytest.mark.anyio
+async def test_search_documentation_filters_by_category_tags_and_date(lib: Librarian) -> None:
+    async with Client(create_mcp_server(lib)) as client:
+        await call(
+            client, "add_document", title="Disk alerts", content="Page on disk full.", category="storage"
+        )
+        await call(
+            client,
+            "add_document",
+            title="Disk quotas",
+            content="Disk full quotas.",
+            category="quota",
+            tags=["ops"],
+        )
+        storage = (await call(client, "search_documentation", query="disk full", category="storage"))[
+            "results"
+        ]
+        tagged = (await call(client, "search_documentation", query="disk full", tags=["ops"]))["results"]
+        future = (await call(client, "search_documentation", query="disk full", since="2999-01-01"))[
+            "results"
+        ]
+        recent = (await call(client, "search_documentation", query="disk full", since="2020-01-01"))[
+            "results"
+        ]
+        bad = await error_text(client, "search_documentation", query="disk full", since="last tuesday")
+    assert storage and {r["category"] for r in storage} == {"storage"}
+    assert tagged and all("ops" in r["tags"] for r in tagged)
+    assert future == [] and len(recent) >= 2
+    assert "since" in bad and "not a date" in bad
+
+
+@pytest.mark.anyio
+async def test_research_feedback_keeps_the_version_and_question(lib: Librarian) -> None:
+    async with Client(create_mcp_server(lib)) as client:
+        stored = await call(
+            client,
+            "record_feedback",
+            sdk_name="aws-cli",
+            error_text="Unknown options: --tagging",
+            source_url="cli://aws/s3api/put-object",
+            entity_name="s3api put-object",
+            sdk_version="1.45.11",
+            query="upload with tags",
+        )
+    assert stored["sdk_version"] == "1.45.11" and stored["query"] == "upload with tags"

@@ -195,3 +195,27 @@ async def test_incidents_are_listed_a_page_at_a_time(lib: Librarian, people: dic
     assert {i["severity"] for i in low["incidents"]} == {"low"} and low["next_after"] is None
     assert "limit: use 1 to 500" in bad_limit
     assert elsewhere == {"incidents": [], "next_after": None}
+
+
+@pytest.mark.anyio
+async def test_similar_incidents_match_on_infrastructure(
+    lib: Librarian, people: dict[str, Principal]
+) -> None:
+    async with session_as(lib, people["bob"]) as client:
+        for infrastructure in ("postgres 15", "redis 7"):
+            await call(
+                client,
+                "record_incident",
+                title=f"Connections refused on {infrastructure}",
+                description="Clients get connection refused during the nightly backup.",
+                problem_signature={"infrastructure": infrastructure},
+            )
+        found = await call(
+            client,
+            "find_similar_incidents",
+            description="connection refused during the backup",
+            infrastructure="postgres 15",
+        )
+    [first, *_] = found["similar_incidents"]
+    assert first["title"] == "Connections refused on postgres 15", found
+    assert first["matched"]["infrastructure"] is True

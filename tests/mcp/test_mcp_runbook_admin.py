@@ -172,6 +172,8 @@ async def test_an_author_edits_a_runbook_and_reads_its_versions(
             alice, "update_runbook", runbook_id=runbook["id"], text=RESTART, base_version=1
         )
         versions = await call(alice, "list_runbook_versions", runbook_id=runbook["id"])
+        first = (await call(alice, "get_runbook", runbook_id=runbook["id"], version=1))["runbook"]
+        unpinned = await error_text(alice, "get_runbook", topic="restart", version=1)
     async with session_as(lib, people["bob"]) as bob:
         not_his = await error_text(
             bob, "update_runbook", runbook_id=runbook["id"], text=edited_text, base_version=2
@@ -187,6 +189,8 @@ async def test_an_author_edits_a_runbook_and_reads_its_versions(
     assert edited["steps"][2]["command"] == "echo restarting gracefully {{worker}}"
     assert f"runbook {runbook['id']} is at version 2, not 1" in stale
     assert [(v["version"], v["note"]) for v in versions["versions"]] == [(2, "graceful"), (1, "")]
+    assert first["version"] == 1 and first["steps"][2]["command"] == "echo restarting {{worker}}"
+    assert "give runbook_id" in unpinned
     assert "can be changed by its author or an administrator" in not_his
     assert "needs the 'write' scope" in reader
     assert f"no runbook {runbook['id']}" in hidden

@@ -144,6 +144,7 @@ async def test_the_tools_an_agent_sees(lib: Librarian) -> None:
         "topic",
         "problem_description",
         "limit",
+        "version",
     }
     assert (
         "required" not in tools["get_runbook"].input_schema

@@ -284,3 +284,25 @@ async def test_a_reported_use_teaches_discovery(lib: Librarian, people: dict[str
     assert any("similar request" in reason for reason in hit["why"])
     assert "request: is empty" in empty and "no tool 'learn:nothing'" in unknown
     assert "write" in reader and "no tool 'learn:abridge'" in other
+
+
+@pytest.mark.anyio
+async def test_an_administrator_searches_the_tools_waiting_for_review(
+    lib: Librarian, people: dict[str, Principal]
+) -> None:
+    manifest = {
+        "name": "shrink-images",
+        "type": "mcp",
+        "description": "Shrink PNG and JPEG images losslessly",
+        "binding": {"url": "https://mcp.example.org/mcp", "tool": "shrink"},
+    }
+    async with session(lib, people["root"]) as client:
+        tool = await call(client, "register_tool", manifest=manifest)
+        await call(client, "set_tool_status", tool_id=tool["toolId"], status="quarantined")
+        active = await call(client, "discover_tools", query="shrink images")
+        waiting = await call(client, "discover_tools", query="shrink images", status="quarantined")
+    assert tool["toolId"] not in [t["toolId"] for t in active["tools"]]
+    assert waiting["tools"][0]["toolId"] == tool["toolId"]
+    async with session(lib, people["alice"]) as client:  # not an administrator
+        refused = await error_text(client, "discover_tools", query="shrink images", status="quarantined")
+    assert "only an administrator" in refused

@@ -30,6 +30,7 @@ WORKFLOW_TOOLS = {
     "retire_verified_fix",
     "get_strategy_stats",
     "plan_workflow",
+    "resume_workflow",
 }
 
 
@@ -110,6 +111,8 @@ async def test_an_agent_runs_a_workflow_and_answers_the_loops_question(lib: Libr
         again = await error_text(client, "retire_verified_fix", fix_id=fix["id"], reason="again")
         assert "already retired" in again
         assert fix["id"] not in [f["id"] for f in (await call(client, "list_verified_fixes"))["fixes"]]
+        everything = (await call(client, "list_verified_fixes", include_retired=True))["fixes"]
+        assert [f["retired"]["reason"] for f in everything if f["id"] == fix["id"]] == ["pip moved it again"]
         missing = await error_text(client, "get_verified_fix", fix_id=10**9)
         assert "no verified fix" in missing
 

@@ -14,13 +14,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from librarian.api import create_app
+from librarian.app import Librarian
 from librarian.cli.main import app
 from librarian.config import Settings
+from librarian.mcp import create_mcp_server
 from librarian.runtime.engine import Runtime
 from librarian.runtime.recovery import owner_is_gone
+from mcp import Client
 from tests.processes import wait_for
 
 WORKFLOW = """\
@@ -137,3 +143,23 @@ def test_only_dead_processes_of_this_machine_lose_their_leases() -> None:
     assert not owner_is_gone(f"runtime@{host}:1:abcdef")  # alive (init)
     assert not owner_is_gone("runtime@another-host:999999999:abcdef")  # cannot tell: lease expiry decides
     assert not owner_is_gone(None)
+
+
+def test_a_killed_run_is_resumed_over_rest_and_mcp_refuses_a_finished_one(tmp_path: Path) -> None:
+    home, workspace, workflow_id = _killed_mid_task(tmp_path)
+    with Librarian(Settings(home=home)) as lib:
+        client = TestClient(create_app(lib))
+        resumed = client.post(f"/workflows/{workflow_id}/resume")
+        assert resumed.status_code == 200 and resumed.json()["status"] in ("running", "success")
+        done = client.get(f"/workflows/{workflow_id}", params={"wait_seconds": 60}).json()
+        assert done["status"] == "success" and (workspace / "last.txt").read_text() == "1\n2\n"
+        assert client.post(f"/workflows/{workflow_id}/resume").status_code == 409
+        assert client.post("/workflows/00000000-0000-0000-0000-000000000000/resume").status_code == 404
+
+        async def over_mcp() -> str:
+            async with Client(create_mcp_server(lib)) as session:
+                result = await session.call_tool("resume_workflow", {"workflow_id": workflow_id})
+            assert result.is_error
+            return str(result.content[0].text)  # type: ignore[union-attr]
+
+        assert "is success, not running" in anyio.run(over_mcp)

@@ -163,6 +163,12 @@ def workflow_router(lib: Librarian) -> APIRouter:
         """Cancel a running or paused workflow; running attempts finish, nothing new starts."""
         return workflows.cancel(caller(request), workflow_id)
 
+    @router.post("/workflows/{workflow_id}/resume")
+    def resume(workflow_id: WorkflowId, request: Request) -> dict[str, Any]:
+        """Go on with a running workflow whose process died (an embedded run killed half-way): its
+        tasks left in flight run again on this server. 409 when it is not running."""
+        return workflows.resume(caller(request), workflow_id)
+
     @router.get("/verified-fixes", tags=["verified fixes"])
     def fixes(
         request: Request,

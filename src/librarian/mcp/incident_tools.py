@@ -58,6 +58,7 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
         error_messages: list[str] | None = None,
         limit: int = 5,
         incident_id: int | None = None,
+        infrastructure: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Find past incidents similar to the problem you are investigating, and how they were fixed.
@@ -73,6 +74,7 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
             limit: how many incidents (1-50, default 5).
             incident_id: the incident you are working on, if recorded (it and incidents marked not
                 similar to it are left out).
+            infrastructure: where it runs, e.g. "kubernetes", "postgres 15" (matched like a symptom).
 
         Returns:
             `similar_incidents`: each with id, title, similarity_score, severity, root_cause, solution,
@@ -85,6 +87,7 @@ def register_incident_tools(server: MCPServer[Any], lib: Librarian) -> None:
                     "symptoms": symptoms,
                     "affected_services": affected_services,
                     "error_messages": error_messages,
+                    "infrastructure": infrastructure,
                 }
             )
             found = lib.incidents.find_similar(

@@ -58,6 +58,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         kind: str = "auto",
         scopes: list[str] | None = None,
         wait_seconds: float = 0,
+        category: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Index documentation so research_api_usage and search_documentation can answer from it.
@@ -79,6 +80,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
                 distribution); cli and package are for administrators.
             scopes: kind cli only: the commands to walk, e.g. ["s3 cp", "s3api put-object"].
             wait_seconds: wait up to this long (0-120) for the job to finish before answering.
+            category: a category to filter on later, e.g. "storage".
 
         Returns:
             The job: id, status (queued, running, succeeded, failed, cancelled, interrupted),
@@ -92,6 +94,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
                 sdk_version=sdk_version,
                 ref=ref,
                 document_type=document_type,
+                category=category,
                 tags=tuple(tags or ()),
                 visibility=visibility,
                 kind=kind,

@@ -74,6 +74,8 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
         tags: list[str] | None = None,
         visibility: str | None = None,
         allowed_teams: list[str] | None = None,
+        description: str | None = None,
+        severity: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Add a knowledge document (version 1); it is searchable as soon as this returns.
@@ -87,6 +89,8 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
             visibility: private, teams (with allowed_teams), organization (default), or public
                 (administrators only).
             allowed_teams: team names or ids that may read it (with visibility "teams").
+            description: a one-line summary shown in results.
+            severity: for incident reports and runbooks: low, medium, high or critical.
 
         Returns:
             The document's fields, with its `id` and `version`.
@@ -100,6 +104,8 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
                 tags=tuple(tags or ()),
                 visibility=visibility,
                 allowed_teams=tuple(allowed_teams) if allowed_teams else None,
+                description=description,
+                severity=severity,
             )
             return lib.knowledge.documents.create(tool_caller(lib, ctx), draft)
 
@@ -112,6 +118,10 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
         document_type: str | None = None,
         category: str | None = None,
         tags: list[str] | None = None,
+        visibility: str | None = None,
+        allowed_teams: list[str] | None = None,
+        description: str | None = None,
+        severity: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Save a new version of a knowledge document; fields left out keep their value.
@@ -125,6 +135,12 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
             document_type: runbook, incident_report, documentation, wiki or solution.
             category: a new category.
             tags: the new tags (replacing the old ones).
+            visibility: who may read it from now on: private, teams (with allowed_teams),
+                organization, or public (administrators only). Only its creator or an administrator
+                may change it.
+            allowed_teams: team names or ids that may read it (with visibility "teams").
+            description: a new one-line summary.
+            severity: low, medium, high or critical.
 
         Returns:
             The document's fields at the new version.
@@ -136,6 +152,10 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
                 document_type=document_type,
                 category=category,
                 tags=None if tags is None else tuple(tags),
+                visibility=visibility,
+                allowed_teams=None if allowed_teams is None else tuple(allowed_teams),
+                description=description,
+                severity=severity,
             )
             return lib.knowledge.documents.update(tool_caller(lib, ctx), document_id, base_version, draft)
 

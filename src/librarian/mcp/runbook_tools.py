@@ -18,6 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 from librarian.app import Librarian
+from librarian.errors import InvalidInputError
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
 from librarian.mcp.metadata import READ_ONLY, RUNS_STEPS, WRITES_IDEMPOTENT
@@ -39,6 +40,7 @@ def register_runbook_tools(server: MCPServer[Any], lib: Librarian) -> None:
         topic: str | None = None,
         problem_description: str | None = None,
         limit: int = 5,
+        version: int | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Get a runbook by id, or find the runbooks for a topic or the problem you are working on.
@@ -51,6 +53,7 @@ def register_runbook_tools(server: MCPServer[Any], lib: Librarian) -> None:
             topic: what the runbook is about, e.g. "disk usage".
             problem_description: the problem in plain words, with symptoms and error text.
             limit: how many matches (1-50, default 5).
+            version: with runbook_id, an earlier version (list_runbook_versions lists them).
 
         Returns:
             `runbook`: the best one (null when nothing matches) with id, name, description, version,
@@ -60,6 +63,13 @@ def register_runbook_tools(server: MCPServer[Any], lib: Librarian) -> None:
             `matches`: each with id, name, score and `reasons` (why it matched).
         """
         with tool_errors():
+            if version is not None:
+                if runbook_id is None:
+                    raise InvalidInputError("version: give runbook_id with it")
+                return {
+                    "runbook": lib.runbooks.catalog.get(tool_caller(lib, ctx), runbook_id, version),
+                    "matches": [],
+                }
             return lib.runbooks.find(
                 tool_caller(lib, ctx),
                 runbook_id=runbook_id,

@@ -33,6 +33,7 @@ from librarian.mcp.workflow_tools import register_workflow_tools
 from librarian.research import feedback as feedback_store
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage as _research
+from librarian.user_dates import parse_user_date
 
 INSTRUCTIONS = (
     "Librarian answers questions about SDKs, CLIs and APIs from their indexed documentation, at the "
@@ -125,6 +126,9 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
         document_type: str | None = None,
         top_k: int = 5,
         max_chars: int = DEFAULT_AGENT_CHARS,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        since: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Search every indexed chunk you may read (SDK docs and organisational documents), best first.
@@ -142,6 +146,9 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
             top_k: how many results (1-100, default 5).
             max_chars: the most characters of results (500-1000000, default 16000, about 4000
                 tokens); the best results that fit come whole, `trimmed` says what was left out.
+            category: only chunks of documents in this category, e.g. "kubernetes".
+            tags: only chunks of documents carrying every one of these tags.
+            since: only chunks fetched at or after this ISO 8601 date or time, e.g. "2026-11-01".
 
         Returns:
             `results`, each with `content`, `score`, `sdk_name`, `sdk_version`, `entity_name`,
@@ -155,6 +162,9 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
                 sdk_name=sdk_name,
                 sdk_version=sdk_version,
                 document_type=document_type,
+                category=category,
+                tags=tuple(tags or ()),
+                fetched_after=parse_user_date(since, "since"),
                 top_k=check_top_k(top_k),
                 principal=tool_caller(lib, ctx),
             )
@@ -171,6 +181,8 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
         entity_name: str | None = None,
         command: str | None = None,
         helpful: bool = True,
+        sdk_version: str | None = None,
+        query: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Record that a research snippet resolved (or did not resolve) the error of a failed command.
@@ -186,6 +198,8 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
             entity_name: the snippet's `entity_name`.
             command: the failed command line.
             helpful: false when the snippet did NOT resolve the error.
+            sdk_version: the version researched (feedback given for another version counts half).
+            query: the question asked of research_api_usage.
 
         Returns:
             The stored, scrubbed record with its `error_signature`.
@@ -201,6 +215,8 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
                 entity_name=entity_name,
                 command=command,
                 helpful=helpful,
+                sdk_version=sdk_version,
+                query=query,
             )
         )
 

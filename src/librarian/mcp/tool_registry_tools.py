@@ -46,6 +46,7 @@ def register_tool_registry_tools(server: MCPServer[Any], lib: Librarian) -> None
         type: str | None = None,
         category: str | None = None,
         capability: str | None = None,
+        status: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Find the registered tools that can do what you need; then run one with call_tool.
@@ -60,6 +61,8 @@ def register_tool_registry_tools(server: MCPServer[Any], lib: Librarian) -> None
             type: only tools of this type: mcp, openapi, python or cli.
             category: only tools of this category.
             capability: only tools with this capability label.
+            status: administrators reviewing tools: search those in this status instead of the
+                active ones, quarantined (imports waiting for review) or inactive.
 
         Returns:
             `tools`, best first, each with `toolId` (pass it to call_tool), name, type,
@@ -69,7 +72,12 @@ def register_tool_registry_tools(server: MCPServer[Any], lib: Librarian) -> None
         """
         with tool_errors():
             principal = tool_caller(lib, ctx)
-            filters = ToolFilters(tool_type=type, category=category, capability=capability)
+            filters = ToolFilters(
+                tool_type=type,
+                category=category,
+                capability=capability,
+                statuses=(status,) if status else ("active",),
+            )
             found = discovery.search_tools(query, principal=principal, top_k=top_k, filters=filters)
             tools = [{field: hit[field] for field in DISCOVERED_FIELDS} for hit in found["results"]]
             return {"query": found["query"], "tools": tools}

@@ -1,7 +1,7 @@
 """MCP tools with which an agent runs workflows and drives the self-correcting loop (``lib.workflows``):
 ``run_workflow``, ``plan_workflow``, ``workflow_status``, ``answer_workflow``, ``cancel_workflow``,
-``list_workflows``, and the loop's knowledge: ``list_verified_fixes``, ``get_verified_fix``,
-``retire_verified_fix`` and ``get_strategy_stats``.
+``resume_workflow``, ``list_workflows``, and the loop's knowledge: ``list_verified_fixes``,
+``get_verified_fix``, ``retire_verified_fix`` and ``get_strategy_stats``.
 
 Answers are agent-sized (:func:`~librarian.workflows.views.brief_view`): each task's status, outcome
 and correction, the loop's timeline and the newest events, not every log line.
@@ -117,6 +117,20 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return brief_view(workflows.cancel(tool_caller(lib, ctx), workflow_id))
 
+    @server.tool(title="Resume a workflow", annotations=RUNS)
+    def resume_workflow(workflow_id: str, ctx: Context | None = None) -> dict[str, Any]:
+        """Go on with a running workflow whose process died: its tasks left in flight run again here.
+
+        Args:
+            workflow_id: the running workflow, e.g. one an embedded `librarian workflow run` left
+                when it was killed.
+
+        Returns:
+            The workflow, running again (an error if it is not running).
+        """
+        with tool_errors():
+            return brief_view(workflows.resume(tool_caller(lib, ctx), workflow_id))
+
     @server.tool(title="List workflows", annotations=READS)
     def list_workflows(
         status: str | None = None, cursor: str | None = None, limit: int = 20, ctx: Context | None = None
@@ -137,7 +151,11 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
 
     @server.tool(title="List verified fixes", annotations=READS)
     def list_verified_fixes(
-        tool: str | None = None, before: int | None = None, limit: int = 20, ctx: Context | None = None
+        tool: str | None = None,
+        before: int | None = None,
+        limit: int = 20,
+        include_retired: bool = False,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         """List the fixes the self-correcting loop verified: what failed, what fixed it, how often it worked.
 
@@ -145,13 +163,16 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
             tool: only fixes of this tool or library, e.g. "ruff".
             before: the next_before of the previous page.
             limit: how many (1-100).
+            include_retired: also list the fixes taken out of reuse (with who retired them and why).
 
         Returns:
             {"fixes": [{id, tool, tool_version, normalized_error, failed_template, fixed_template,
-            strategy, successes, failures, confidence_lower_bound}], "next_before": ...}.
+            strategy, successes, failures, confidence_lower_bound, retired}], "next_before": ...}.
         """
         with tool_errors():
-            return workflows.fixes.list(tool_caller(lib, ctx), tool=tool, before=before, limit=limit)
+            return workflows.fixes.list(
+                tool_caller(lib, ctx), tool=tool, before=before, limit=limit, include_retired=include_retired
+            )
 
     @server.tool(title="Read a verified fix", annotations=READS)
     def get_verified_fix(fix_id: int, ctx: Context | None = None) -> dict[str, Any]:

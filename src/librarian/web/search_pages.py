@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query, Request
@@ -12,6 +11,7 @@ from librarian.catalog.pages import PageRequest
 from librarian.errors import InvalidInputError, LibrarianError
 from librarian.knowledge.search import KnowledgeFilters
 from librarian.research.service import research_api_usage
+from librarian.user_dates import parse_user_date
 from librarian.web.highlight import query_spans, segments
 
 if TYPE_CHECKING:
@@ -60,7 +60,10 @@ def search_router(pages: Pages) -> APIRouter:
             principal = pages.caller(request)
             tag_list = tuple(t.strip() for t in tags.split(",") if t.strip())
             try:
-                fetched_after, fetched_before = _date(after, "after"), _date(before, "before")
+                fetched_after, fetched_before = (
+                    parse_user_date(after, "after"),
+                    parse_user_date(before, "before"),
+                )
                 # Knowledge documents have no version: a version filter means documentation only.
                 wanted_docs = form["scope"] in ("all", "docs")
                 wanted_knowledge = form["scope"] in ("all", "knowledge") and not version
@@ -170,16 +173,6 @@ def search_router(pages: Pages) -> APIRouter:
         return pages.render(request, "page.html", page=found)
 
     return router
-
-
-def _date(value: str, field: str) -> datetime | None:
-    if not value.strip():
-        return None
-    try:
-        moment = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise InvalidInputError(f"{field}: {value!r} is not a date (use YYYY-MM-DD)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _doc_hit(hit: dict[str, Any], query: str) -> dict[str, Any]:

@@ -273,6 +273,20 @@ class WorkflowService:
         self._visible(principal, workflow_id)
         return self._report_view(self._host.get().cancel(workflow_id))
 
+    def resume(self, principal: Principal, workflow_id: str) -> dict[str, Any]:
+        """Go on with a running workflow whose process died: its tasks left in flight run again.
+
+        A server resumes its running workflows when it starts; this is for one that a process of
+        another runtime (an embedded ``librarian workflow run`` killed half-way) left behind.
+
+        Raises:
+            NotFoundError: no such workflow the caller may see.
+            ConflictError: it is not running (finished, cancelled, or paused for an answer).
+        """
+        principal.require(Scope.WRITE, "resuming workflows")
+        self._visible(principal, workflow_id)
+        return self._report_view(self._host.get().resume(workflow_id))
+
     def resume_running(self) -> bool:
         """Start the runtime when the store holds running workflows (``librarian serve`` does at start).
 
