@@ -259,6 +259,7 @@ def test_openapi_lists_every_path(client: TestClient) -> None:
         "/jobs/{job_id}",
         "/jobs/{job_id}/cancel",
         "/jobs/{job_id}/resume",
+        "/sources/refresh",
         "/sources/{selector}/refresh",
         "/sources/{selector}/refresh-interval",
         "/knowledge/search",

@@ -183,6 +183,17 @@ def test_rest_adds_lists_cancels_and_resumes(lib: Librarian, tmp_path: Path) -> 
     refreshed = lib.jobs.wait(lib.default_principal, refresh, timeout=120)
     assert refreshed["status"] == "succeeded" and refreshed["result"]["outcomes"][0]["status"] == "unchanged"
 
+    # Every source the caller may refresh; with due=true only those whose interval has passed.
+    every = lib.jobs.wait(
+        lib.default_principal, client.post("/sources/refresh").json()["job_id"], timeout=120
+    )
+    due = lib.jobs.wait(
+        lib.default_principal,
+        client.post("/sources/refresh", params={"due": "true"}).json()["job_id"],
+        timeout=120,
+    )
+    assert [o["status"] for o in every["result"]["outcomes"]] == ["unchanged"]
+    assert due["status"] == "succeeded" and due["result"]["outcomes"] == []  # refreshed just now
     # How often the scheduler refreshes it: its own interval, then the default again.
     own = client.put("/sources/tool/refresh-interval", json={"seconds": 3600}).json()["sources"]
     default = client.put("/sources/tool/refresh-interval", json={"seconds": None}).json()["sources"]
@@ -243,6 +254,10 @@ async def test_an_agent_adds_documentation_and_follows_its_job(lib: Librarian, t
         assert {s["refresh_interval_seconds"] for s in interval["sources"]} == {900}
         assert (await client.call_tool("set_refresh_interval", {"source": "tool", "seconds": 1})).is_error
         assert (await client.call_tool("refresh_source", {"source": "no-such-sdk"})).is_error
+        everything = structured(await client.call_tool("refresh_source", {"due_only": True}))
+        assert structured(
+            await client.call_tool("get_job", {"job_id": everything["id"], "wait_seconds": 60})
+        )["request"] == {"selector": None, "due_only": True}
     strict = create_mcp_server(lib)  # the default policy: public git URLs only
     async with Client(strict) as client:
         assert (await client.call_tool("add_source", {"uri": str(docs)})).is_error

@@ -83,6 +83,20 @@ def test_each_kind_is_checked_before_a_job_exists(served: Served) -> None:
         ({"uri": "git", "kind": "cli"}, 422, "sdk_name"),
         ({"uri": "git", "kind": "cli", "sdk_name": "git"}, 403, "admin"),  # dev is no administrator
         ({"uri": "requests", "kind": "package", "sdk_name": "requests"}, 403, "admin"),
+        # A walk's limits are the caller's to lower, never to raise past the server's.
+        (
+            {
+                "uri": "https://docs.example.org/",
+                "kind": "website",
+                "sdk_name": "a",
+                "sdk_version": "1",
+                "max_pages": 100_000,
+            },
+            422,
+            "max_pages: use 1 to 500",
+        ),
+        ({"uri": "x", "kind": "auto", "max_pages": 3}, 422, "does not apply"),
+        ({"uri": "git", "kind": "openapi", "sdk_name": "g", "scope": "/x"}, 422, "only a website"),
     ]
     for body, status, words in cases:
         answer = submit(client, body, dev)
@@ -99,7 +113,11 @@ def test_an_openapi_document_a_programs_help_and_a_package_are_indexed(served: S
     petstore = str(served.root / "petstore.yaml")
     jobs = {
         "openapi": submit(client, {"uri": petstore, "kind": "openapi", "sdk_name": "petstore"}, admin),
-        "cli": submit(client, {"uri": "git", "kind": "cli", "sdk_name": "git", "scopes": ["branch"]}, admin),
+        "cli": submit(
+            client,
+            {"uri": "git", "kind": "cli", "sdk_name": "git", "scopes": ["branch"], "max_commands": 2},
+            admin,
+        ),
         "package": submit(client, {"uri": "simpleeval", "kind": "package", "sdk_name": "simpleeval"}, admin),
     }
     for kind, answer in jobs.items():
@@ -113,6 +131,9 @@ def test_an_openapi_document_a_programs_help_and_a_package_are_indexed(served: S
     evaluator = lib.search("evaluate an expression safely", sdk_name="simpleeval", top_k=3)
     assert pets and "listPets" in " ".join(hit.entity_name or "" for hit in pets) + pets[0].content
     assert branch and branch[0].source_url.startswith("cli://git")
+    # The walk stopped at two help pages (git's own and branch's), as asked.
+    walked = {hit.source_url for hit in lib.search("git", sdk_name="git", top_k=50)}
+    assert walked <= {"cli://git/", "cli://git/branch"}, walked
     assert evaluator and evaluator[0].source_url.startswith("pypi://simpleeval")
 
 

@@ -53,6 +53,16 @@ class SourceRequest(BaseModel):
         "their SDK documentation is public by default).",
     )
     allowed_teams: list[int | str] = Field(default_factory=list, description="Teams (with visibility teams).")
+    max_pages: int | None = Field(default=None, description="kind website: pages to fetch at most.")
+    max_depth: int | None = Field(
+        default=None, description="kind website: links followed from the start; kind cli: subcommand depth."
+    )
+    max_commands: int | None = Field(default=None, description="kind cli: help pages to fetch at most.")
+    scope: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="kind website: the path prefix or URL the crawl stays under.",
+    )
 
     def request(self) -> IngestRequest:
         """The source as the job service takes it."""
@@ -68,6 +78,10 @@ class SourceRequest(BaseModel):
             allowed_teams=tuple(str(team) for team in self.allowed_teams),
             kind=self.kind,
             scopes=tuple(self.scopes),
+            max_pages=self.max_pages,
+            max_depth=self.max_depth,
+            max_commands=self.max_commands,
+            scope=self.scope,
         )
 
 
@@ -138,6 +152,15 @@ def job_router(lib: Librarian, policy: SourcePolicy) -> APIRouter:
         """
         job = jobs.submit_ingest(caller(request), body.request(), policy)
         return {"job_id": job["id"]}
+
+    @router.post("/sources/refresh", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted)
+    def refresh_all(
+        request: Request,
+        due: bool = Query(default=False, description="Only the sources whose refresh interval has passed."),
+    ) -> dict[str, str]:
+        """Refresh every source the caller may refresh, in the background (``librarian refresh``, or
+        with ``due=true`` ``librarian refresh --due``); poll ``GET /jobs/{job_id}``."""
+        return {"job_id": jobs.submit_refresh(caller(request), None, due_only=due)["id"]}
 
     @router.post(
         "/sources/{selector:path}/refresh", status_code=status.HTTP_202_ACCEPTED, response_model=JobAccepted

@@ -76,6 +76,13 @@ class IngestRequest:
     kind: str = "auto"
     # A ``cli`` source: the commands to walk (default: every command the help lists).
     scopes: tuple[str, ...] = ()
+    # How far a walk goes: pages and link depth of a ``website`` (default: the server's crawl
+    # settings, which also bound them), subcommand depth and count of a ``cli`` source.
+    max_pages: int | None = None
+    max_depth: int | None = None
+    max_commands: int | None = None
+    # A ``website``: the path prefix or URL the crawl stays under (default: the start URL's folder).
+    scope: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, stored with the job."""
@@ -91,6 +98,10 @@ class IngestRequest:
             "allowed_teams": list(self.allowed_teams),
             "kind": self.kind,
             "scopes": list(self.scopes),
+            "max_pages": self.max_pages,
+            "max_depth": self.max_depth,
+            "max_commands": self.max_commands,
+            "scope": self.scope,
         }
 
     @classmethod
@@ -108,7 +119,15 @@ class IngestRequest:
             allowed_teams=tuple(str(team) for team in stored.get("allowed_teams") or ()),
             kind=str(stored.get("kind") or "auto"),
             scopes=tuple(str(scope) for scope in stored.get("scopes") or ()),
+            max_pages=_optional_int(stored.get("max_pages")),
+            max_depth=_optional_int(stored.get("max_depth")),
+            max_commands=_optional_int(stored.get("max_commands")),
+            scope=stored.get("scope"),
         )
+
+
+def _optional_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def job_view(row: IngestJob, now: datetime | None = None) -> dict[str, Any]:
@@ -162,12 +181,16 @@ class IngestJobs:
                 label is invalid.
         """
         principal.require(Scope.WRITE, "adding a source")
-        checked = check_request(principal, request, policy)
+        checked = check_request(principal, request, policy, self._lib.settings)
         self._owner(principal, checked)  # refuse a bad visibility now, not in the background
         return self._start(principal, "ingest", {**checked.to_dict(), "policy": policy.to_dict()})
 
-    def submit_refresh(self, principal: Principal, selector: str) -> dict[str, Any]:
-        """Queue a refresh of the sources ``selector`` names (as ``librarian refresh`` takes it).
+    def submit_refresh(
+        self, principal: Principal, selector: str | None, *, due_only: bool = False
+    ) -> dict[str, Any]:
+        """Queue a refresh of the sources ``selector`` names (as ``librarian refresh`` takes it), or of
+        every source the caller may refresh when it is ``None``; ``due_only`` keeps only those whose
+        refresh interval has passed (as ``librarian refresh --due`` and ``schedule`` do).
 
         Raises:
             NotFoundError: nothing the caller may refresh matches (checked now, not in the background).
@@ -176,7 +199,7 @@ class IngestJobs:
 
         principal.require(Scope.WRITE, "refreshing a source")
         select_sources(self._lib, selector, principal)
-        return self._start(principal, "refresh", {"selector": selector})
+        return self._start(principal, "refresh", {"selector": selector, "due_only": due_only})
 
     def submit_reindex(self, principal: Principal) -> dict[str, Any]:
         """Queue a rebuild of the vector index from the store (``librarian reindex``).
@@ -255,7 +278,12 @@ class IngestJobs:
         if successor is not None:
             raise ConflictError(f"job {job_id} was already resumed as job {successor}", hint="read that job")
         if kind == "refresh":
-            job = self.submit_refresh(principal, str(stored["selector"]))
+            selector = stored.get("selector")
+            job = self.submit_refresh(
+                principal,
+                None if selector is None else str(selector),
+                due_only=stored.get("due_only") is True,
+            )
         elif kind == "reindex":
             job = self.submit_reindex(principal)
         elif kind == "eval":
@@ -434,7 +462,11 @@ class IngestJobs:
         if reporter.kind == "refresh":
             from librarian.refresh import refresh_targets, select_sources
 
-            targets = select_sources(self._lib, str(stored["selector"]), principal)
+            selector = stored.get("selector")
+            targets = select_sources(self._lib, None if selector is None else str(selector), principal)
+            if stored.get("due_only") is True:
+                now = utcnow()
+                targets = [target for target in targets if target.is_due(now)]
             outcomes = refresh_targets(self._lib, targets, progress=reporter.progress)
             return {"outcomes": [outcome.to_dict() for outcome in outcomes]}
         request = IngestRequest.from_dict(stored)

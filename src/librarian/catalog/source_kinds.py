@@ -29,6 +29,7 @@ from librarian.knowledge.access import Principal, Scope, SourceOwner
 if TYPE_CHECKING:
     from librarian.app import Librarian
     from librarian.catalog.jobs import IngestRequest
+    from librarian.config import Settings
 
 __all__ = ["SOURCE_KINDS", "check_request", "run_request"]
 
@@ -38,8 +39,13 @@ _BARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 Progress = Callable[[str, int, int], None]
 
 
-def check_request(principal: Principal, request: IngestRequest, policy: SourcePolicy) -> IngestRequest:
+def check_request(
+    principal: Principal, request: IngestRequest, policy: SourcePolicy, settings: Settings
+) -> IngestRequest:
     """The request to run, after the rules of its kind; refusals name the field and what is allowed.
+
+    A walk's limits are the caller's to lower, not to raise: a website crawl stays within the
+    server's ``crawl_max_pages`` and ``crawl_max_depth``, a CLI walk within the CLI defaults.
 
     Raises:
         InvalidInputError: an unknown kind, a missing field, a refused address or name.
@@ -48,6 +54,7 @@ def check_request(principal: Principal, request: IngestRequest, policy: SourcePo
     kind = request.kind
     if kind not in SOURCE_KINDS:
         raise InvalidInputError(f"kind: {kind!r} is not one of {', '.join(SOURCE_KINDS)}")
+    _check_limits(request, settings)
     if kind == "auto":
         return replace(request, uri=policy.check(request.uri))
     if not request.sdk_name:
@@ -71,6 +78,30 @@ def check_request(principal: Principal, request: IngestRequest, policy: SourcePo
     return request
 
 
+# The most a remote caller may ask of a CLI walk (the `librarian ingest-cli` defaults).
+MAX_CLI_DEPTH = 3
+MAX_CLI_COMMANDS = 2000
+
+
+def _check_limits(request: IngestRequest, settings: Settings) -> None:
+    """Refuse limits that do not apply to the kind, or that ask for more than the server allows."""
+    bounds = {
+        "website": {"max_pages": settings.crawl_max_pages, "max_depth": settings.crawl_max_depth},
+        "cli": {"max_depth": MAX_CLI_DEPTH, "max_commands": MAX_CLI_COMMANDS},
+    }.get(request.kind, {})
+    for name in ("max_pages", "max_depth", "max_commands"):
+        value = getattr(request, name)
+        if value is None:
+            continue
+        if name not in bounds:
+            raise InvalidInputError(f"{name}: does not apply to a {request.kind} source")
+        low = 0 if name == "max_depth" else 1
+        if not low <= value <= bounds[name]:
+            raise InvalidInputError(f"{name}: use {low} to {bounds[name]} (the server's limit), not {value}")
+    if request.scope is not None and request.kind != "website":
+        raise InvalidInputError(f"scope: only a website crawl has one, not a {request.kind} source")
+
+
 def run_request(
     lib: Librarian, request: IngestRequest, policy: SourcePolicy, owner: SourceOwner, progress: Progress
 ) -> dict[str, Any]:
@@ -81,6 +112,9 @@ def run_request(
             request.uri,
             sdk_name=request.sdk_name,
             sdk_version=request.sdk_version,
+            max_pages=request.max_pages,
+            max_depth=request.max_depth,
+            scope=request.scope,
             document_type=request.document_type,
             category=request.category,
             tags=request.tags,
@@ -104,6 +138,8 @@ def run_request(
             sdk_name=request.sdk_name,
             sdk_version=request.sdk_version,
             scopes=request.scopes,
+            max_depth=MAX_CLI_DEPTH if request.max_depth is None else request.max_depth,
+            max_commands=MAX_CLI_COMMANDS if request.max_commands is None else request.max_commands,
             progress=progress,
             owner=owner,
         )

@@ -59,6 +59,10 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         scopes: list[str] | None = None,
         wait_seconds: float = 0,
         category: str | None = None,
+        max_pages: int | None = None,
+        max_depth: int | None = None,
+        max_commands: int | None = None,
+        scope: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         """Index documentation so research_api_usage and search_documentation can answer from it.
@@ -81,6 +85,10 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
             scopes: kind cli only: the commands to walk, e.g. ["s3 cp", "s3api put-object"].
             wait_seconds: wait up to this long (0-120) for the job to finish before answering.
             category: a category to filter on later, e.g. "storage".
+            max_pages: kind website: pages to fetch at most (within the server's limit).
+            max_depth: kind website: links followed from the start URL; kind cli: subcommand depth.
+            max_commands: kind cli: help pages to fetch at most.
+            scope: kind website: the path prefix or URL the crawl stays under.
 
         Returns:
             The job: id, status (queued, running, succeeded, failed, cancelled, interrupted),
@@ -99,6 +107,10 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
                 visibility=visibility,
                 kind=kind,
                 scopes=tuple(scopes or ()),
+                max_pages=max_pages,
+                max_depth=max_depth,
+                max_commands=max_commands,
+                scope=scope,
             )
             job = jobs.submit_ingest(principal, request, policy)
             if wait_seconds > 0:
@@ -106,18 +118,21 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
             return job
 
     @server.tool(title="Refresh documentation", annotations=FETCHES)
-    def refresh_source(source: str, ctx: Context | None = None) -> dict[str, Any]:
+    def refresh_source(
+        source: str | None = None, due_only: bool = False, ctx: Context | None = None
+    ) -> dict[str, Any]:
         """Ingest sources again in the background, incrementally: only what changed is re-indexed.
 
         Args:
             source: a source id, key prefix or URI (as list_sources gives them), or an SDK name, which
-                selects every version of that SDK.
+                selects every version of that SDK; leave it out for every source you may refresh.
+            due_only: only the sources whose refresh interval has passed.
 
         Returns:
             The job (follow it with get_job): its result lists each source's outcome.
         """
         with tool_errors():
-            return jobs.submit_refresh(tool_caller(lib, ctx), source)
+            return jobs.submit_refresh(tool_caller(lib, ctx), source, due_only=due_only)
 
     @server.tool(title="Set a refresh interval", annotations=SETS)
     def set_refresh_interval(
