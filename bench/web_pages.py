@@ -1,7 +1,9 @@
 """Web UI render time at scale, and how soon the live workflow view shows a task's new status.
 
 Builds a store of N chunks (bench/search_latency.py's synthetic corpus, random unit vectors) and W
-finished workflows of three tasks each, then times every page server-side through the ASGI app
+finished workflows of three tasks each, plus the registries the other pages show (``--incidents``
+incidents, ``--tools`` tools, ``--runbooks`` runbooks, ``--fixes`` verified fixes), then times every
+page server-side through the ASGI app
 (Starlette's test client: no network, the whole request including authentication and templates),
 each with a different query where the page takes one.
 
@@ -32,7 +34,10 @@ from bench.search_latency import QUERY_WORDS, SDKS, VERSIONS, build, wait_until_
 from librarian.api import create_app
 from librarian.app import Librarian
 from librarian.config import Settings
+from librarian.correction.models import VerifiedFix
+from librarian.incidents.service import IncidentDraft
 from librarian.research.service import research_api_usage
+from librarian.runbooks.catalog import RunbookInput
 from librarian.runtime import store
 from librarian.runtime.contracts import TaskStatus, WorkflowStatus
 from librarian.runtime.models import Task, Workflow
@@ -66,6 +71,77 @@ def add_workflows(lib: Librarian, count: int, seed: int = 5) -> list[str]:
                     task.feedback_notes = {"status": "success", "notes": "`true` exited with code 0"}
                 ids.append(str(workflow.workflow_id))
     return ids
+
+
+RUNBOOK = """
+name: {name}
+description: Restart the {service} worker when its queue stalls
+tags: [queue]
+trigger_patterns:
+  symptoms: [{service} queue stalled]
+variables:
+  worker: {service}
+steps:
+  - step: 1
+    title: Look at the queue
+    action_type: bash
+    command: echo queue of {{{{worker}}}} is stalled
+  - step: 2
+    title: Restart the worker
+    action_type: bash
+    command: echo restarting {{{{worker}}}}
+    final_step: true
+"""
+SERVICES = ["checkout", "billing", "search", "auth", "orders", "payments", "inventory", "mail", "gateway"]
+
+
+def add_registries(
+    lib: Librarian, incidents: int, tools: int, runbooks: int, fixes: int, seed: int = 7
+) -> None:
+    """What the incidents, tools, runbooks and fixes pages list: real objects through the services
+    (embedded as users' would be), and verified fixes written as the loop writes them."""
+    rng = random.Random(seed)
+    operator = lib.default_principal
+    for number in range(incidents):
+        service = rng.choice(SERVICES)
+        lib.incidents.create(
+            operator,
+            IncidentDraft(
+                title=f"{service} {rng.choice(QUERY_WORDS)} failure #{number}",
+                description=f"{service} failed: {' '.join(rng.sample(QUERY_WORDS, 8))}",
+                severity=rng.choice(["low", "medium", "high", "critical"]),
+            ),
+        )
+    for number in range(tools):
+        lib.discovery.register_tool(
+            {
+                "name": f"tool-{number}",
+                "type": "openapi",
+                "description": f"{' '.join(rng.sample(QUERY_WORDS, 6))} for {rng.choice(SERVICES)}",
+                "binding": {"url": "https://api.example.org/op", "method": "GET"},
+            },
+            principal=operator,
+        )
+    for number in range(runbooks):
+        text = RUNBOOK.format(name=f"Restart a stalled worker {number}", service=rng.choice(SERVICES))
+        lib.runbooks.add(operator, RunbookInput(text=text))
+    with lib.sessions.begin() as session:
+        for number in range(fixes):
+            session.add(
+                VerifiedFix(
+                    signature=f"{number:064x}",
+                    tool=rng.choice(["git", "pip", "aws", "ruff", "npm"]),
+                    tool_version="1.0",
+                    normalized_error=f"error: unknown option --{rng.choice(QUERY_WORDS)}",
+                    intent="bench",
+                    template_key="bench",
+                    failed_template=["tool", "--old"],
+                    fixed_template=["tool", "--new"],
+                    strategy="synopsis_rewrite",
+                    successes=rng.randint(1, 9),
+                    failures=rng.randint(0, 3),
+                )
+            )
 
 
 def timed(client: TestClient, paths: list[str]) -> dict[str, float]:
@@ -107,6 +183,13 @@ def page_paths(workflow_ids: list[str], requests: int, seed: int = 13) -> dict[s
         "one workflow": [f"/ui/workflows/{rng.choice(workflow_ids)}" for _ in range(requests)],
         "sources": ["/ui/sources"] * requests,
         "page": ["/ui/page?url=bench://synthetic&version=1.0"] * requests,
+        "runbooks": ["/ui/runbooks"] * requests,
+        "runbooks matching a problem": [f"/ui/runbooks?q={query()}" for _ in range(requests)],
+        "incidents": ["/ui/incidents"] * requests,
+        "incidents similar to a problem": [f"/ui/incidents?q={query()}" for _ in range(requests)],
+        "tools": ["/ui/tools"] * requests,
+        "tools for a task": [f"/ui/tools?q={query()}" for _ in range(requests)],
+        "fixes": ["/ui/fixes"] * requests,
     }
 
 
@@ -187,6 +270,10 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=60, help="requests per page")
     parser.add_argument("--live-tasks", type=int, default=8)
+    parser.add_argument("--incidents", type=int, default=1000)
+    parser.add_argument("--tools", type=int, default=300)
+    parser.add_argument("--runbooks", type=int, default=30)
+    parser.add_argument("--fixes", type=int, default=2000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="librarian-bench-web-") as home:
         settings = Settings(home=Path(home))
@@ -194,6 +281,7 @@ def main() -> None:
             started = time.perf_counter()
             build(lib, args.chunks)
             workflow_ids = add_workflows(lib, args.workflows)
+            add_registries(lib, args.incidents, args.tools, args.runbooks, args.fixes)
             built = time.perf_counter() - started
             settled = wait_until_idle()
         with Librarian(settings) as lib:
@@ -204,6 +292,10 @@ def main() -> None:
                 result: dict[str, Any] = {
                     "chunks": args.chunks,
                     "workflows": stored,
+                    "incidents": args.incidents,
+                    "tools": args.tools,
+                    "runbooks": args.runbooks,
+                    "fixes": args.fixes,
                     "build_seconds": round(built, 1),
                     "settle_seconds": round(settled, 1),
                     "measured_at": datetime.now().astimezone().isoformat(timespec="seconds"),
