@@ -18,6 +18,13 @@ from tests.skipping import unavailable
 
 pytest_plugins = ["tests.service_fixtures"]
 
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (``@pytest.mark.anyio``) run on asyncio, as the MCP SDK and the servers do."""
+    return "asyncio"
+
+
 # The research acceptance's corpus: all of ``s3`` and the ``s3api`` commands near an upload with tags.
 AWS_ACCEPTANCE_SCOPES = (
     "s3",

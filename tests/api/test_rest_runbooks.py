@@ -110,11 +110,6 @@ class Api:
         return self.client.put(path, json=body, headers=self.headers[user])
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def api(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Iterator[Api]:
     """alice and bob (write scope) and root (an administrator) in the organisation ``acme``."""

@@ -21,11 +21,6 @@ from tests.mcp.test_mcp import structured
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def lib(settings: Settings, embedder: LocalMiniLMEmbedder, tmp_path: Path) -> Iterator[Librarian]:
     with Librarian(settings, embedder=embedder) as library:
         for version in ("1.0", "2.0"):

@@ -31,11 +31,6 @@ from tests.mcp.test_mcp import structured
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def lib(settings: Settings, embedder: LocalMiniLMEmbedder) -> Iterator[Librarian]:
     with Librarian(settings, embedder=embedder) as library:
         yield library

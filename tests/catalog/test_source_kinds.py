@@ -23,11 +23,6 @@ from tests.ingest.test_openapi import PETSTORE
 from tests.mcp.test_mcp import structured
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Served:
     """The facade, the folder the server allows, and headers for dev (write) and admin (local admin)."""

@@ -34,11 +34,6 @@ from tests.mcp.test_mcp import serve_with_mcp, structured
 SEED = int(os.environ.get("LIBRARIAN_ACL_SEED") or random.SystemRandom().randrange(1_000_000))
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def document_id_of(source_url: str) -> int | None:
     """The knowledge document a chunk or result belongs to (hand-written documents only)."""
     return int(source_url.rsplit("/", 1)[1]) if source_url.startswith("/knowledge/") else None

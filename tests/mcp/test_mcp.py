@@ -116,11 +116,6 @@ TOOLS = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Path:
     """A data directory with version 3.1 of the ``acme`` docs indexed (the facade closed again)."""

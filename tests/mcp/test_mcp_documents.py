@@ -19,11 +19,6 @@ from tests.mcp.test_mcp import structured
 from tests.mcp.test_mcp_runbooks import error_text
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Iterator[Librarian]:
     home: Path = tmp_path_factory.mktemp("mcp-documents") / "home"

@@ -48,11 +48,6 @@ Login errors,critical,auth,500 errors;timeouts,an expired certificate
 """
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Iterator[Librarian]:
     home: Path = tmp_path_factory.mktemp("mcp-incidents") / "home"

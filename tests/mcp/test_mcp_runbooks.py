@@ -102,11 +102,6 @@ steps:
 """
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Iterator[Librarian]:
     home: Path = tmp_path_factory.mktemp("mcp-runbooks") / "home"

@@ -47,11 +47,6 @@ SHORTEN = {
 SENTENCE = "The quick brown fox jumps over the lazy dog"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Iterator[Librarian]:
     home: Path = tmp_path_factory.mktemp("mcp-tools") / "home"

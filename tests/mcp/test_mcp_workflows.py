@@ -34,11 +34,6 @@ WORKFLOW_TOOLS = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory, embedder: LocalMiniLMEmbedder) -> Iterator[Librarian]:
     home: Path = tmp_path_factory.mktemp("mcp-workflows") / "home"
