@@ -60,7 +60,7 @@ def finished(lib: Librarian, job_id: str) -> dict[str, Any]:
 def test_each_kind_is_checked_before_a_job_exists(served: Served) -> None:
     client, dev, admin = served.client(), served.headers["dev"], served.headers["admin"]
 
-    cases = [
+    cases: list[tuple[dict[str, Any], int, str]] = [
         ({"uri": "x", "kind": "ftp"}, 422, "kind"),
         (
             {"uri": "http://127.0.0.1:9/docs/", "kind": "website", "sdk_name": "a", "sdk_version": "1"},

@@ -148,7 +148,7 @@ def test_coverage_counts_only_commands_the_caller_may_read(
             lib.ingest_listing(
                 uri,
                 "cli-help",
-                lambda listed=listed: listed,
+                lambda listed=listed: listed,  # type: ignore[misc]
                 sdk_name="aws-cli",
                 sdk_version="1.45.11",
                 owner=owner,
