@@ -108,6 +108,29 @@ def test_indexed_commands_and_declared_options_leave_no_gap(lib: Librarian) -> N
     assert result["snippets"][0]["entity_name"] == "s3 cp"
 
 
+def test_a_complete_index_holds_a_missing_option_as_drift_not_as_a_gap(
+    tmp_path: Path, embedder: LocalMiniLMEmbedder
+) -> None:
+    # The same commands, walked whole: an option nobody declares was removed or renamed in this
+    # version (the drift the loop corrects), and its replacement is indexed.
+    with Librarian(Settings(home=tmp_path / "home"), embedder=embedder) as lib:
+        lib.ingest_listing(
+            "cli://aws",
+            "cli-help",
+            lambda: s3_only(tmp_path),
+            sdk_name="aws-cli",
+            sdk_version="1.45.11",
+            options={"command": "aws", "scopes": []},
+        )
+        result = research_api_usage(
+            lib,
+            "aws-cli",
+            "copy a folder",
+            error_text="$ aws s3api copy --tagging x\nUnknown options: --tagging",
+        )
+    assert result["confidence_features"]["coverage_gap"] == 0.0 and result["confidence_note"] is None
+
+
 def test_options_in_prose_documentation_are_not_held_against_it(lib: Librarian) -> None:
     # Prose declares no options, so an option it does not declare says nothing about coverage.
     result = research_api_usage(lib, "storage-guide", "tag an upload", error_text="Unknown options: --tags")
@@ -151,6 +174,7 @@ def test_coverage_counts_only_commands_the_caller_may_read(
                 lambda listed=listed: listed,  # type: ignore[misc]
                 sdk_name="aws-cli",
                 sdk_version="1.45.11",
+                options={"command": "aws", "scopes": [uri.rsplit("=", 1)[1]]},  # as ingest-cli --scope stores
                 owner=owner,
             )
         asked = ("upload with tags", "$ aws s3api put-object --tagging env=prod\nUnknown options: --tagging")

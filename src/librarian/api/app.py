@@ -36,7 +36,7 @@ from librarian.knowledge.access import Scope
 from librarian.research.feedback import record_feedback
 from librarian.research.sdks import indexed_sdks
 from librarian.research.service import research_api_usage
-from librarian.web import install_web
+from librarian.web.app import install_web
 
 logger = logging.getLogger(__name__)
 

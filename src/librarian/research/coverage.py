@@ -1,10 +1,12 @@
 """What the index lacks for a question: options no indexed command declares, commands not indexed.
 
 Research can be no more right than what is indexed. Asked about ``--tagging`` of an AWS CLI index
-that holds only ``aws s3``, the ranking still returns its best ``s3`` command, and nothing in the
-ranking's shape says that the answer cannot be there. The index can say it: no indexed command
-declares ``--tagging``. Likewise ``aws s3api put-object`` named in an error, with no ``aws s3api``
-command indexed. The share of named options and commands that the index lacks is a feature of the
+that holds only ``aws s3`` (``ingest-cli aws --scope s3``), the ranking still returns its best ``s3``
+command, and nothing in the ranking's shape says that the answer cannot be there. The index can say
+it: no indexed command declares ``--tagging``. Likewise ``aws s3api put-object`` named in an error,
+with no ``aws s3api`` command indexed. Only an index known to be partial (a CLI source limited to
+some scopes) is read this way: in a complete one, an option nobody declares is API drift, whose
+replacement is indexed. The share of named options and commands that the index lacks is a feature of the
 confidence model (``coverage_gap``), fitted with questions whose answer is not indexed
 (``bench/calibrate_confidence.py``), and the reason is told in ``confidence_note``.
 
@@ -27,6 +29,8 @@ from librarian.storage.models import Chunk, Document, Source
 # Command lines checked per question at most: an error text may quote a whole script.
 MAX_COMMAND_LINES = 8
 _SUBCOMMAND = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*"
+# Words after a program name that are never one of its commands: CLIs print "run: aws help".
+_NOT_COMMANDS = frozenset({"help"})
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,11 @@ def command_lines(text: str, programs: Sequence[str]) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for program in programs:
         pattern = re.compile(rf"(?<![\w/.-]){re.escape(program)}[ \t]+({_SUBCOMMAND})(?![\w./=:-])")
-        found += [(program, match.group(1)) for match in pattern.finditer(text)]
+        found += [
+            (program, match.group(1))
+            for match in pattern.finditer(text)
+            if match.group(1) not in _NOT_COMMANDS
+        ]
     return list(dict.fromkeys(found))[:MAX_COMMAND_LINES]
 
 

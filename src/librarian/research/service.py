@@ -159,7 +159,7 @@ def research_api_usage(
     ranked = _best_chunk_per_entity(
         evidence if evidence is not None else _rerank(results, options, asked, boosts)
     )
-    coverage = _coverage(lib, sdk.name, resolution.resolved, caller.grants, options, asked, ranked, evidence)
+    coverage = _coverage(lib, sdk.name, resolution.resolved, caller.grants, options, errors, ranked, evidence)
     snippets = _snippets(lib, ranked[:SNIPPETS], options)
     summary, summary_method = summarize(
         query,
@@ -211,11 +211,18 @@ def _coverage(
     version: str | None,
     grants: tuple[str, ...] | None,
     options: list[str],
-    asked: str,
+    errors: str,
     ranked: list[_Ranked],
     evidence: list[_Ranked] | None,
 ) -> Coverage:
-    """What the question names that the index lacks (:mod:`librarian.research.coverage`)."""
+    """What the question names that a partial index lacks (:mod:`librarian.research.coverage`).
+
+    Only an index known to be partial counts: a CLI source limited to some scopes. In a complete
+    index, an option no command declares is the drift itself (the option was removed or renamed in
+    this version), and its replacement is indexed, so it must not lower the confidence.
+    """
+    if not ranked:
+        return Coverage()
     # The programs are those of the CLI commands found (``aws`` of ``s3 cp``): names the caller read.
     programs = list(
         dict.fromkeys(
@@ -224,22 +231,24 @@ def _coverage(
             if isinstance(r.result.attributes.get("command"), str)
         )
     )
-    lines = command_lines(asked, programs)
+    # Command lines are read from the error text only: a question's prose says "the aws cli".
+    lines = command_lines(errors, programs)
     if not options and not lines:
         return Coverage()
     with lib.sessions() as session:
+        scopes = indexed_scopes(session, [ranked[0].result.chunk_id])
+        if not scopes:
+            return Coverage()
         if evidence is not None:
             # Every entity declaring a named option competed in the evidence ranking.
             matched = [r.result for r in evidence if r.option_match]
             declared = {o for result in matched for o in options if _accepts_option(result, o)}
             missing_options = [o for o in options if o not in declared]
-        elif options and ranked and declares_options(session, sdk_name, version, grants):
+        elif options and declares_options(session, sdk_name, version, grants):
             missing_options = list(options)
         else:
             missing_options = []
         commands = missing_commands(session, sdk_name, version, grants, lines) if lines else []
-        lacking = bool(missing_options or commands)
-        scopes = indexed_scopes(session, [r.result.chunk_id for r in ranked[:1]]) if lacking else ()
     named = (len(options) if evidence is not None or missing_options else 0) + len(lines)
     return Coverage(named, tuple(missing_options), tuple(commands), scopes)
 
