@@ -28,6 +28,11 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def stored_vector(blob: bytes) -> Matrix:
+    """A vector as the cache stores it (``EmbeddingCacheEntry.vector``: float32 bytes), as an array."""
+    return np.frombuffer(blob, dtype=np.float32)
+
+
 class EmbeddingCache:
     """Embeds texts through ``embedder``, reusing vectors stored for the same text and model."""
 
@@ -82,7 +87,7 @@ class EmbeddingCache:
                     )
                 )
                 for digest, blob in rows:
-                    result[digest] = np.frombuffer(blob, dtype=np.float32)
+                    result[digest] = stored_vector(blob)
         return result
 
     def _store(self, vectors: dict[str, Matrix]) -> None:

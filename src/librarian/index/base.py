@@ -83,7 +83,13 @@ class VectorRecord:
 
 
 class VectorIndex(Protocol):
-    """One collection of vectors of a fixed dimension, compared by cosine similarity."""
+    """One collection of vectors of a fixed dimension, compared by cosine similarity.
+
+    An index may set a class attribute ``filters_in_scan = True`` when it evaluates a filter inside
+    the same scan that finds neighbours (pgvector); the hybrid retriever then passes the caller's
+    access filter straight to it instead of over-fetching unfiltered neighbours (which is what suits
+    Chroma, whose filtered queries scan metadata). It is optional, so it is not a protocol member.
+    """
 
     @property
     def name(self) -> str:

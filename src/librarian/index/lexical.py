@@ -259,8 +259,13 @@ def _pg_clauses(where: SearchFilter, params: dict[str, object]) -> str:
         clauses += " AND document_type = ANY(:document_types)"
         params["document_types"] = sorted(set(where.document_types))
     if where.access is not None:
-        # jsonb ?| (any of the caller's grants) is served by the GIN index on access_grants.
-        clauses += " AND access_grants ?| CAST(:grants AS text[])"
+        # jsonb_exists_any is the function behind ``access_grants ?| grants`` (any of the caller's
+        # grants): the same test, written so the planner cannot answer it from the GIN index on
+        # access_grants. The search terms already bound the candidates to a few thousand chunks
+        # (MAX_ESTIMATED_MATCHES), which are cheap to test row by row; the operator made the planner
+        # AND them with a bitmap of every chunk the caller may read (38,620 of 100,000 for a member
+        # of one organisation, 3 ms), which doubled the lexical query.
+        clauses += " AND jsonb_exists_any(access_grants, CAST(:grants AS text[]))"
         params["grants"] = sorted(set(where.access))
     clauses += _date_clauses(where, params, "last_fetched_at")
     return clauses

@@ -9,6 +9,12 @@ selective filter can leave fewer than ``k`` rows although more match. Queries th
 ``ef_search``, use ``hnsw.iterative_scan`` where the server's pgvector has it (0.8.0 and later), and
 when a filtered query still comes back short, run it again as an exact scan, which is cheap
 precisely because the filter is selective and the filter columns are indexed.
+
+Without iterative scans the first read is sized by what the filter holds: ``10 x k`` candidates for
+field filters (which may be selective), ``3 x k`` for the access filter (a typical caller reads a
+third or more of the store) and ``30 x k`` for both; a short read of ``3 x k`` is repeated with
+``10 x k``. The filter, the caller's grants included, is always part of the one scan
+(:attr:`PgVectorIndex.filters_in_scan`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from sqlalchemy import (
     Engine,
     Index,
     MetaData,
+    Row,
+    Select,
     Table,
     Text,
     func,
@@ -58,6 +66,14 @@ _MAX_EF_SEARCH: Final = 1000
 _DEFAULT_EF_SEARCH: Final = 40
 # Candidates an HNSW scan visits per wanted result when a filter may discard most of them.
 _FILTERED_EF_FACTOR: Final = 10
+# Without iterative scans, the candidates per wanted result an access filter adds to a scan: it
+# passes a third or more of the store for a typical caller (its organisation's and the public
+# documents), so 3 x k usually yields k rows, at a third of the cost of reading 10 x k.
+_ACCESS_EF_FACTOR: Final = 3
+# A short first read is not repeated wider when the share of candidates that passed it says that
+# even this many times _MAX_EF_SEARCH candidates would be needed (a selective filter): the exact
+# scan that would follow the wider read comes at once. The margin allows for the share to vary.
+_HOPELESS_MARGIN: Final = 2
 
 # SQLSTATEs that say what went wrong, independent of the driver's exception classes.
 _UNDEFINED_TABLE: Final = "42P01"
@@ -158,8 +174,28 @@ def _check_vector(vector: Vector, dimension: int, what: str) -> Vector:
     return array
 
 
+def _first_ef_factor(where: SearchFilter | None, conditions: Sequence[ColumnElement[bool]]) -> int:
+    """Candidates a filtered scan without iterative scans first reads per wanted result.
+
+    Field filters (SDK, type, tags, dates) may keep a small share of the store, hence ``10 x k``;
+    the access filter keeps a third or more, hence ``3 x k``; with both the shares multiply. These
+    are the reads the hybrid retriever's over-fetch used to make before it checked grants itself,
+    so the same candidates are found.
+    """
+    with_access = where is not None and where.access is not None
+    factor = _ACCESS_EF_FACTOR if with_access else 1
+    if len(conditions) > (1 if with_access else 0):
+        factor *= _FILTERED_EF_FACTOR
+    return factor
+
+
 class PgVectorIndex:
     """One collection, stored in its own table; obtain it from :meth:`PgVectorStore.open`."""
+
+    # The filter, access grants included, is evaluated inside the index scan on the table's own
+    # columns, so a filtered query costs about what an over-fetching one does, without the second
+    # round trip that checking grants elsewhere needs (see HybridRetriever).
+    filters_in_scan: Final = True
 
     def __init__(self, engine: Engine, name: str, dimension: int, *, iterative_scan: bool) -> None:
         self._engine = engine
@@ -255,15 +291,21 @@ class PgVectorIndex:
             .order_by(distance)
             .limit(k)
         )
-        ef_search = max(_DEFAULT_EF_SEARCH, k * (_FILTERED_EF_FACTOR if conditions else 1))
         with (
             _db_errors(f"search the vector collection {self._name!r}", self._where),
             self._engine.begin() as connection,
         ):
-            if conditions or ef_search > _DEFAULT_EF_SEARCH:
-                # The common unfiltered top-k needs no tuning, which saves a round trip.
-                self._tune(connection, min(ef_search, _MAX_EF_SEARCH), iterate=bool(conditions))
-            rows = connection.execute(statement).all()
+            if not conditions:
+                ef_search = max(_DEFAULT_EF_SEARCH, k)
+                if ef_search > _DEFAULT_EF_SEARCH:
+                    # The common unfiltered top-k needs no tuning, which saves a round trip.
+                    self._tune(connection, min(ef_search, _MAX_EF_SEARCH), iterate=False)
+                rows = connection.execute(statement).all()
+            elif self._iterative_scan:
+                self._tune(connection, min(k * _FILTERED_EF_FACTOR, _MAX_EF_SEARCH), iterate=True)
+                rows = connection.execute(statement).all()
+            else:
+                rows = self._filtered_scan(connection, statement, k, _first_ef_factor(where, conditions))
             if len(rows) < k and (conditions or k > _MAX_EF_SEARCH):
                 # The index scan gave up before finding k matches; HNSW cannot be used as a bitmap,
                 # so without plain index scans the planner filters first, then sorts exactly.
@@ -271,6 +313,27 @@ class PgVectorIndex:
                 rows = connection.execute(statement).all()
         # relaxed_order iterative scans may return rows slightly out of order.
         return sorted(((int(row.id), 1.0 - float(row.distance)) for row in rows), key=lambda hit: -hit[1])
+
+    def _filtered_scan(
+        self, connection: Connection, statement: Select[Any], k: int, factor: int
+    ) -> Sequence[Row[Any]]:
+        """A filtered HNSW scan on a server without iterative scans: ``factor x k`` candidates first.
+
+        Such a scan reads exactly ``ef_search`` candidates and drops those the filter rejects. A
+        short first read narrower than ``10 x k`` is repeated with ``10 x k``, unless the share of
+        candidates that passed says that even :data:`_MAX_EF_SEARCH` would come back short: then the
+        caller's exact scan follows directly, as it would after the wider read.
+        """
+        ef_search = min(max(_DEFAULT_EF_SEARCH, k * factor), _MAX_EF_SEARCH)
+        self._tune(connection, ef_search, iterate=False)
+        rows = connection.execute(statement).all()
+        wider = min(k * _FILTERED_EF_FACTOR, _MAX_EF_SEARCH)
+        if len(rows) >= k or wider <= ef_search:
+            return rows
+        if not rows or k * ef_search / len(rows) > _MAX_EF_SEARCH * _HOPELESS_MARGIN:
+            return rows
+        self._tune(connection, wider, iterate=False)
+        return connection.execute(statement).all()
 
     def _tune(self, connection: Connection, ef_search: int, *, iterate: bool) -> None:
         # set_config(..., true) is SET LOCAL: it ends with this transaction, so pooled connections

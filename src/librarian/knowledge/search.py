@@ -27,13 +27,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import and_, select
 
+from librarian.embeddings.cache import stored_vector
 from librarian.errors import InvalidInputError
 from librarian.index.query_terms import query_terms
 from librarian.knowledge.access import Principal, Scope, can_read
 from librarian.knowledge.documents import DOCUMENT_TYPES, SEVERITIES, document_view, flags_for
-from librarian.storage.models import Chunk, Document, as_utc
+from librarian.storage.models import Chunk, Document, EmbeddingCacheEntry, as_utc
 
 if TYPE_CHECKING:
     from librarian.app import Librarian
@@ -193,34 +194,44 @@ def search_knowledge(
     if not hits:
         return []
     query_vector = lib.cache.embed_query(query).reshape(-1)
+    # One query reads each hit's document and, for keyword-only hits (the vector side scored the
+    # rest), its stored vector: a separate embedding-cache lookup and document query each cost a
+    # round trip (the lookup a second pooled connection too) on every search.
+    keyword_only = [hit.chunk_id for hit in hits if hit.vector_score is None]
+    stored = and_(
+        EmbeddingCacheEntry.content_hash == Chunk.content_hash,
+        EmbeddingCacheEntry.model_version == lib.cache.embedder.model_version,
+        Chunk.id.in_(keyword_only),
+    )
     with lib.sessions() as session:
         rows = session.execute(
-            select(Chunk.id, Chunk.document_id, Chunk.content_hash).where(
-                Chunk.id.in_([hit.chunk_id for hit in hits])
-            )
+            select(Chunk.id, Document, EmbeddingCacheEntry.vector)
+            .join(Document, Document.id == Chunk.document_id)
+            .outerjoin(EmbeddingCacheEntry, stored)
+            .where(Chunk.id.in_([hit.chunk_id for hit in hits]))
         ).all()
-        owners = {row[0]: (row[1], row[2]) for row in rows}
-        cached = lib.cache.lookup([content for _, content in owners.values() if content])
+        owners = {row[0]: (row[1].id, row[2]) for row in rows}
+        # Access is checked again on the document itself (the source of truth) before it is shown.
+        documents = {
+            row[1].id: row[1]
+            for row in rows
+            if row[1].deleted_at is None and can_read(principal, row[1].access_grants)
+        }
         best: dict[int, tuple[float, str]] = {}
         keyword_matched: set[int] = set()
         for hit in hits:
             owner = owners.get(hit.chunk_id)
             if owner is None:
                 continue
-            document_id, chunk_hash = owner
+            document_id, blob = owner
             cosine = hit.vector_score
             if cosine is None:
-                vector = cached.get(chunk_hash)
-                cosine = float(np.dot(vector.reshape(-1), query_vector)) if vector is not None else 0.0
+                vector = stored_vector(blob) if blob is not None else None
+                cosine = float(np.dot(vector, query_vector)) if vector is not None else 0.0
             if hit.lexical_score is not None:
                 keyword_matched.add(document_id)
             if document_id not in best or cosine > best[document_id][0]:
                 best[document_id] = (cosine, hit.content)
-        documents = {
-            document.id: document
-            for document in session.scalars(select(Document).where(Document.id.in_(list(best))))
-            if document.deleted_at is None and can_read(principal, document.access_grants)
-        }
         ranked = []
         for document_id, (cosine, content) in best.items():
             relevance = cosine + (KEYWORD_BONUS if document_id in keyword_matched else 0.0)
