@@ -17,14 +17,8 @@ from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import InvalidInputError, NotFoundError
-from librarian.refresh import (
-    FAILED_RETRY_SECONDS,
-    Scheduler,
-    due_sources,
-    refresh_sources,
-    select_sources,
-    set_refresh_interval,
-)
+from librarian.refresh import FAILED_RETRY_SECONDS, due_sources, refresh_sources, select_sources
+from librarian.refresh_schedule import Scheduler, set_refresh_interval
 from librarian.storage.models import Chunk, Document, Source
 from tests.ingest.test_crawler_site import chain_page, demo_site, serve
 

@@ -24,7 +24,7 @@ from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from librarian.mcp import create_mcp_server
-from librarian.refresh import set_refresh_interval
+from librarian.refresh_schedule import set_refresh_interval
 from librarian.storage.models import Document, Source, utcnow
 from mcp import Client
 from tests.mcp.test_mcp import structured

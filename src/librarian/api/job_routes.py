@@ -16,7 +16,7 @@ from librarian.app import Librarian
 from librarian.catalog.jobs import STATUSES, IngestRequest
 from librarian.catalog.policy import SourcePolicy
 from librarian.catalog.source_kinds import SOURCE_KINDS
-from librarian.refresh import set_refresh_interval
+from librarian.refresh_schedule import set_refresh_interval
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": dict[str, Any]} for code in (401, 403, 404, 409, 422)

@@ -24,7 +24,8 @@ from librarian.cli.common import (
     stdout,
 )
 from librarian.errors import InvalidInputError
-from librarian.refresh import RefreshOutcome, Scheduler, refresh_sources, set_refresh_interval
+from librarian.refresh import RefreshOutcome, refresh_sources
+from librarian.refresh_schedule import Scheduler, set_refresh_interval
 
 # 128 + SIGINT, as shells report a command stopped by Ctrl-C.
 EXIT_INTERRUPTED = 130

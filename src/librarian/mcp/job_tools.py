@@ -18,7 +18,7 @@ from librarian.catalog.jobs import IngestRequest
 from librarian.catalog.policy import SourcePolicy
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
-from librarian.refresh import set_refresh_interval as set_interval
+from librarian.refresh_schedule import set_refresh_interval as set_interval
 
 READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 # Adding a source fetches from the outside world and writes to the store; it never deletes.
