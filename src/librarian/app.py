@@ -39,6 +39,7 @@ from librarian.ingest import connectors
 from librarian.ingest.pipeline import IngestPipeline, IngestReport, ProgressCallback
 from librarian.ingest.source_spec import required_version, source_spec
 from librarian.ingest.sources.base import SourceListing
+from librarian.ingest.sources.cli_help import DEFAULT_MAX_COMMANDS, DEFAULT_MAX_DEPTH
 from librarian.ingest.sources.crawler import crawl_listing, known_page_validators, normalize_start_url
 from librarian.ingest.sources.git import looks_like_git_url
 from librarian.ingest.sources.git_access import GitAccess
@@ -405,8 +406,8 @@ class Librarian:
         sdk_name: str,
         sdk_version: str | None = None,
         scopes: tuple[str, ...] = (),
-        max_depth: int = 3,
-        max_commands: int = 2000,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_commands: int = DEFAULT_MAX_COMMANDS,
         path: str | None = None,
         progress: ProgressCallback | None = None,
         owner: SourceOwner | None = None,

@@ -16,6 +16,7 @@ from librarian.app import Librarian
 from librarian.catalog.jobs import STATUSES, IngestRequest
 from librarian.catalog.policy import SourcePolicy
 from librarian.catalog.source_kinds import SOURCE_KINDS
+from librarian.refresh import MIN_INTERVAL_SECONDS
 from librarian.refresh_schedule import set_refresh_interval
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -89,7 +90,7 @@ class RefreshInterval(BaseModel):
     """How often a source is refreshed."""
 
     seconds: int | None = Field(
-        ge=60,
+        ge=MIN_INTERVAL_SECONDS,
         le=10 * 365 * 24 * 3600,
         description="Seconds between refreshes; null for the setting's default.",
     )

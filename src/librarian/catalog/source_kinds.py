@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from librarian.catalog.policy import SourcePolicy
 from librarian.errors import InvalidInputError
+from librarian.ingest.sources.cli_help import DEFAULT_MAX_COMMANDS, DEFAULT_MAX_DEPTH
 from librarian.ingest.sources.remote import refuse_private_host
 from librarian.knowledge.access import Principal, Scope, SourceOwner
 
@@ -78,9 +79,9 @@ def check_request(
     return request
 
 
-# The most a remote caller may ask of a CLI walk (the `librarian ingest-cli` defaults).
-MAX_CLI_DEPTH = 3
-MAX_CLI_COMMANDS = 2000
+# The most a remote caller may ask of a CLI walk: the walk's own defaults.
+MAX_CLI_DEPTH = DEFAULT_MAX_DEPTH
+MAX_CLI_COMMANDS = DEFAULT_MAX_COMMANDS
 
 
 def _check_limits(request: IngestRequest, settings: Settings) -> None:
@@ -138,8 +139,8 @@ def run_request(
             sdk_name=request.sdk_name,
             sdk_version=request.sdk_version,
             scopes=request.scopes,
-            max_depth=MAX_CLI_DEPTH if request.max_depth is None else request.max_depth,
-            max_commands=MAX_CLI_COMMANDS if request.max_commands is None else request.max_commands,
+            max_depth=DEFAULT_MAX_DEPTH if request.max_depth is None else request.max_depth,
+            max_commands=DEFAULT_MAX_COMMANDS if request.max_commands is None else request.max_commands,
             progress=progress,
             owner=owner,
         )

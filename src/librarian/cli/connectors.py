@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from librarian.cli.common import EXIT_PARTIAL, librarian, print_json, progress_bar, stderr, stdout
 from librarian.ingest.pipeline import IngestReport
+from librarian.ingest.sources.cli_help import DEFAULT_MAX_COMMANDS, DEFAULT_MAX_DEPTH
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the ingest report as JSON.")]
 
@@ -39,8 +40,12 @@ def ingest_cli(
     version: Annotated[
         str | None, typer.Option("--version", help="Override the version the tool reports.")
     ] = None,
-    max_depth: Annotated[int, typer.Option("--max-depth", min=1, max=8, help="Subcommand depth.")] = 3,
-    max_commands: Annotated[int, typer.Option("--max-commands", min=1, help="Stop after this many.")] = 2000,
+    max_depth: Annotated[
+        int, typer.Option("--max-depth", min=1, max=8, help="Subcommand depth.")
+    ] = DEFAULT_MAX_DEPTH,
+    max_commands: Annotated[
+        int, typer.Option("--max-commands", min=1, help="Stop after this many.")
+    ] = DEFAULT_MAX_COMMANDS,
     path: Annotated[
         str | None,
         typer.Option(

@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from librarian.ingest.sources.base import SourceListing
-from librarian.ingest.sources.cli_help import cli_documents, walk_cli_help
+from librarian.ingest.sources.cli_help import (
+    DEFAULT_MAX_COMMANDS,
+    DEFAULT_MAX_DEPTH,
+    cli_documents,
+    walk_cli_help,
+)
 from librarian.ingest.sources.openapi import fetch_openapi, load_openapi, openapi_documents
 from librarian.ingest.sources.pypackage import introspect_distribution, package_documents
 
@@ -47,8 +52,8 @@ def cli_listing(
     command: str,
     *,
     scopes: Sequence[str] = (),
-    max_depth: int = 3,
-    max_commands: int = 2000,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_commands: int = DEFAULT_MAX_COMMANDS,
     path: str | None = None,
 ) -> tuple[str | None, SourceListing]:
     """The help of a CLI and its subcommands: ``(version the tool reports, listing)``.

@@ -70,6 +70,9 @@ __all__ = [
     "walk_cli_help",
 ]
 
+# How far a walk goes unless told otherwise: subcommand levels, and help pages fetched in all.
+DEFAULT_MAX_DEPTH = 3
+DEFAULT_MAX_COMMANDS = 2000
 OUTPUT_CAP_BYTES = 2 * 1024 * 1024
 RAW_HELP_CAP_CHARS = 64 * 1024
 _SAFE_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
@@ -440,8 +443,8 @@ def walk_cli_help(
     command: str,
     *,
     scopes: Sequence[str] = (),
-    max_depth: int = 3,
-    max_commands: int = 2000,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_commands: int = DEFAULT_MAX_COMMANDS,
     workers: int = 4,
     timeout: float = 20.0,
     env: Mapping[str, str] | None = None,
