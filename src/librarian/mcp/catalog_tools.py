@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
 
 from librarian.app import Librarian
 from librarian.catalog.libraries import ALIAS_SCORE
@@ -20,18 +19,14 @@ from librarian.catalog.pages import DEFAULT_MAX_CHARS, PageRequest
 from librarian.errors import NotFoundError
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
-
-READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-DELETES = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
+from librarian.mcp.metadata import DELETES, READ_ONLY
 
 
 def register_catalog_tools(server: MCPServer[Any], lib: Librarian) -> None:
     """Add the catalog's tools and library resources to ``server``."""
     catalog = lib.catalog
 
-    @server.tool(title="Resolve a library name", annotations=READS)
+    @server.tool(title="Resolve a library name", annotations=READ_ONLY)
     def resolve_library(name: str, limit: int = 5, ctx: Context | None = None) -> dict[str, Any]:
         """Find which indexed library (SDK, CLI, API) a name means, before research or search.
 
@@ -48,7 +43,7 @@ def register_catalog_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return {"candidates": catalog.resolve_library(tool_caller(lib, ctx), name, limit=limit)}
 
-    @server.tool(title="Read a whole page", annotations=READS)
+    @server.tool(title="Read a whole page", annotations=READ_ONLY)
     def read_page(
         url: str | None = None,
         document_id: int | None = None,
@@ -82,7 +77,7 @@ def register_catalog_tools(server: MCPServer[Any], lib: Librarian) -> None:
             )
             return catalog.read_page(tool_caller(lib, ctx), request)
 
-    @server.tool(title="List documentation sources", annotations=READS)
+    @server.tool(title="List documentation sources", annotations=READ_ONLY)
     def list_sources(after: int = 0, limit: int = 20, ctx: Context | None = None) -> dict[str, Any]:
         """List the documentation sources you may read, with their last ingest and its errors.
 
@@ -98,7 +93,7 @@ def register_catalog_tools(server: MCPServer[Any], lib: Librarian) -> None:
             found = catalog.list_sources(tool_caller(lib, ctx), after_id=after, limit=limit)
             return {"sources": found, "next_after": found[-1]["id"] if len(found) == limit else None}
 
-    @server.tool(title="Store statistics", annotations=READS)
+    @server.tool(title="Store statistics", annotations=READ_ONLY)
     def get_store_stats(ctx: Context | None = None) -> dict[str, Any]:
         """The store's counts (sources, documents, chunks) and the vector index's state.
 

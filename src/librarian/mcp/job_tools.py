@@ -18,26 +18,12 @@ from librarian.catalog.jobs import IngestRequest
 from librarian.catalog.policy import SourcePolicy
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
+from librarian.mcp.metadata import READ_ONLY, WRITES_IDEMPOTENT
 from librarian.refresh_schedule import set_refresh_interval as set_interval
 
-READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 # Adding a source fetches from the outside world and writes to the store; it never deletes.
 FETCHES = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
-)
-STOPS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-SETS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-# An evaluation reads a dataset and works in a throwaway store: it changes nothing, but is no mere read.
-MEASURES = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-# A rebuild replaces the index with an equivalent one: nothing is lost, running it again is harmless.
-REBUILDS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 MAX_WAIT_SECONDS = 120.0
 
@@ -134,7 +120,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         with tool_errors():
             return jobs.submit_refresh(tool_caller(lib, ctx), source, due_only=due_only)
 
-    @server.tool(title="Set a refresh interval", annotations=SETS)
+    @server.tool(title="Set a refresh interval", annotations=WRITES_IDEMPOTENT)
     def set_refresh_interval(
         source: str, seconds: int | None = None, ctx: Context | None = None
     ) -> dict[str, Any]:
@@ -151,7 +137,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
             updated = set_interval(lib, source, seconds, tool_caller(lib, ctx))
             return {"sources": [target.to_dict() for target in updated]}
 
-    @server.tool(title="Rebuild the vector index", annotations=REBUILDS)
+    @server.tool(title="Rebuild the vector index", annotations=WRITES_IDEMPOTENT)
     def start_reindex(ctx: Context | None = None) -> dict[str, Any]:
         """Rebuild the vector index from the store in the background, e.g. after an embedding model change.
 
@@ -164,7 +150,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         with tool_errors():
             return jobs.submit_reindex(tool_caller(lib, ctx))
 
-    @server.tool(title="Measure retrieval quality", annotations=MEASURES)
+    @server.tool(title="Measure retrieval quality", annotations=WRITES_IDEMPOTENT)
     def start_evaluation(kind: str, dataset: str, ctx: Context | None = None) -> dict[str, Any]:
         """Measure documentation search or tool discovery on a dataset folder on the server, in the
         background and in a throwaway store (nothing stored changes).
@@ -180,7 +166,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         with tool_errors():
             return jobs.submit_eval(tool_caller(lib, ctx), kind, dataset, policy)
 
-    @server.tool(title="Read a job", annotations=READS)
+    @server.tool(title="Read a job", annotations=READ_ONLY)
     def get_job(job_id: str, wait_seconds: float = 0, ctx: Context | None = None) -> dict[str, Any]:
         """Read a background job (add_source) with its progress, and its report once finished.
 
@@ -197,7 +183,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
                 return jobs.wait(principal, job_id, min(wait_seconds, MAX_WAIT_SECONDS))
             return jobs.get(principal, job_id)
 
-    @server.tool(title="List jobs", annotations=READS)
+    @server.tool(title="List jobs", annotations=READ_ONLY)
     def list_jobs(
         status: str | None = None, before: int | None = None, limit: int = 20, ctx: Context | None = None
     ) -> dict[str, Any]:
@@ -214,7 +200,7 @@ def register_job_tools(server: MCPServer[Any], lib: Librarian, policy: SourcePol
         with tool_errors():
             return jobs.list_jobs(tool_caller(lib, ctx), status=status, before=before, limit=limit)
 
-    @server.tool(title="Cancel a job", annotations=STOPS)
+    @server.tool(title="Cancel a job", annotations=WRITES_IDEMPOTENT)
     def cancel_job(job_id: str, ctx: Context | None = None) -> dict[str, Any]:
         """Stop a queued or running job; what it already indexed stays searchable.
 

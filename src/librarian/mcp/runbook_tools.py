@@ -15,20 +15,15 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
 
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
-from librarian.mcp.metadata import READ_ONLY, RUNS_STEPS, WRITES_IDEMPOTENT
+from librarian.mcp.metadata import DELETES, READ_ONLY, RUNS_STEPS, WRITES_IDEMPOTENT
 from librarian.runbooks.catalog import RunbookInput
 
 Scalar = str | int | float | bool
-# Cancelling ends a run for good (what it did stays recorded); cancelling it again changes nothing.
-STOPS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
 
 
 def register_runbook_tools(server: MCPServer[Any], lib: Librarian) -> None:
@@ -415,7 +410,7 @@ def _register_runbook_administration(server: MCPServer[Any], lib: Librarian) -> 
         with tool_errors():
             return runbooks.decide_proposal(tool_caller(lib, ctx), proposal_id, accept=accept)
 
-    @server.tool(title="Cancel a runbook execution", annotations=STOPS)
+    @server.tool(title="Cancel a runbook execution", annotations=DELETES)
     def cancel_runbook_execution(
         execution_id: str, reason: str = "cancelled by request", ctx: Context | None = None
     ) -> dict[str, Any]:

@@ -22,18 +22,11 @@ from pydantic import Field
 from librarian.app import Librarian
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
+from librarian.mcp.metadata import DELETES, READ_ONLY, WRITES
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 # Listing a source reaches its MCP server or OpenAPI document; a tool it no longer lists is removed.
 SYNCS = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True
-)
-DELETES = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
-# Each report is one more use learned from: reporting twice counts twice.
-RECORDS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
 )
 # Lists are read a page at a time; a page of summaries stays agent-sized.
 Limit = Annotated[int, Field(ge=1, le=200)]
@@ -280,7 +273,8 @@ def register_tool_admin_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return discovery.stats(principal=tool_caller(lib, ctx))
 
-    @server.tool(title="Record a tool's use", annotations=RECORDS)
+    # Each report is one more use learned from: reporting twice counts twice.
+    @server.tool(title="Record a tool's use", annotations=WRITES)
     def record_tool_use(
         tool_id: str, request: str, succeeded: bool = True, ctx: Context | None = None
     ) -> dict[str, Any]:

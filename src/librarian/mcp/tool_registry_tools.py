@@ -20,19 +20,14 @@ from librarian.app import Librarian
 from librarian.discovery.ranking import ToolFilters
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
+from librarian.mcp.metadata import DELETES, READ_ONLY, WRITES_IDEMPOTENT
 
 # What discover_tools shows of each tool: enough to choose one and call it, nothing more.
 DISCOVERED_FIELDS = ("toolId", "name", "type", "description", "inputSchema", "score", "confidence", "why")
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 # A registered tool may do anything, anywhere.
 CALLS_OUT = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
-REGISTERS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-CHANGES = REGISTERS
-DELETES = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
+# Registering again replaces the entry: the same call twice leaves one.
+REGISTERS = CHANGES = WRITES_IDEMPOTENT
 
 
 def register_tool_registry_tools(server: MCPServer[Any], lib: Librarian) -> None:

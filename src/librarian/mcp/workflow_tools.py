@@ -17,18 +17,12 @@ from mcp_types import ToolAnnotations
 from librarian.app import Librarian
 from librarian.mcp.caller import tool_caller
 from librarian.mcp.errors import tool_errors
+from librarian.mcp.metadata import DELETES, READ_ONLY, WRITES
 from librarian.workflows.views import brief_view
 
-READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 # Running a workflow runs its commands (sandboxed); running it twice runs them twice unless a key is given.
 RUNS = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
-)
-CHANGES = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-)
-STOPS = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 # MCP clients time a call out (often after 60-120 s): longer waits are a poll with workflow_status.
 MAX_WAIT_SECONDS = 120.0
@@ -73,7 +67,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
             )
             return brief_view(view)
 
-    @server.tool(title="Workflow status", annotations=READS)
+    @server.tool(title="Workflow status", annotations=READ_ONLY)
     def workflow_status(
         workflow_id: str, wait_seconds: float = 0, ctx: Context | None = None
     ) -> dict[str, Any]:
@@ -90,7 +84,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
             view = workflows.get(tool_caller(lib, ctx), workflow_id, wait_seconds=_clamped(wait_seconds))
             return brief_view(view)
 
-    @server.tool(title="Answer a workflow's question", annotations=CHANGES)
+    @server.tool(title="Answer a workflow's question", annotations=WRITES)
     def answer_workflow(workflow_id: str, answer: str, ctx: Context | None = None) -> dict[str, Any]:
         """Answer the question a paused workflow asked; the loop uses the answer and goes on.
 
@@ -104,7 +98,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return brief_view(workflows.answer(tool_caller(lib, ctx), workflow_id, answer))
 
-    @server.tool(title="Cancel a workflow", annotations=STOPS)
+    @server.tool(title="Cancel a workflow", annotations=DELETES)
     def cancel_workflow(workflow_id: str, ctx: Context | None = None) -> dict[str, Any]:
         """Cancel a running or paused workflow: running tasks finish, nothing new starts.
 
@@ -131,7 +125,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return brief_view(workflows.resume(tool_caller(lib, ctx), workflow_id))
 
-    @server.tool(title="List workflows", annotations=READS)
+    @server.tool(title="List workflows", annotations=READ_ONLY)
     def list_workflows(
         status: str | None = None, cursor: str | None = None, limit: int = 20, ctx: Context | None = None
     ) -> dict[str, Any]:
@@ -149,7 +143,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return workflows.list(tool_caller(lib, ctx), status=status, cursor=cursor, limit=limit)
 
-    @server.tool(title="List verified fixes", annotations=READS)
+    @server.tool(title="List verified fixes", annotations=READ_ONLY)
     def list_verified_fixes(
         tool: str | None = None,
         before: int | None = None,
@@ -174,7 +168,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
                 tool_caller(lib, ctx), tool=tool, before=before, limit=limit, include_retired=include_retired
             )
 
-    @server.tool(title="Read a verified fix", annotations=READS)
+    @server.tool(title="Read a verified fix", annotations=READ_ONLY)
     def get_verified_fix(fix_id: int, ctx: Context | None = None) -> dict[str, Any]:
         """Read one verified fix with the research snippets it came from.
 
@@ -188,7 +182,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return workflows.fixes.get(tool_caller(lib, ctx), fix_id)
 
-    @server.tool(title="Retire a verified fix", annotations=STOPS)
+    @server.tool(title="Retire a verified fix", annotations=DELETES)
     def retire_verified_fix(fix_id: int, reason: str, ctx: Context | None = None) -> dict[str, Any]:
         """Take a verified fix that turned out wrong out of reuse; it stays on record with the reason.
 
@@ -204,7 +198,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return workflows.fixes.retire(tool_caller(lib, ctx), fix_id, reason)
 
-    @server.tool(title="Strategy statistics", annotations=READS)
+    @server.tool(title="Strategy statistics", annotations=READ_ONLY)
     def get_strategy_stats(category: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
         """The correction policy's record: per error category and strategy, trials and mean reward.
 
@@ -219,7 +213,7 @@ def register_workflow_tools(server: MCPServer[Any], lib: Librarian) -> None:
         with tool_errors():
             return workflows.fixes.strategy_stats(tool_caller(lib, ctx), category=category)
 
-    @server.tool(title="Plan a workflow", annotations=READS)
+    @server.tool(title="Plan a workflow", annotations=READ_ONLY)
     def plan_workflow(goal: str, context: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
         """Ask the server's LLM to plan a workflow for a goal; it is validated, not run.
 
