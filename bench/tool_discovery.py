@@ -37,7 +37,7 @@ from librarian.config import Settings
 from librarian.discovery.models import ToolRow
 from librarian.embeddings.cache import content_hash
 from librarian.evaluation.retrieval import load_beir
-from librarian.evaluation.tools import learn_half
+from librarian.evaluation.split import learn_half
 from librarian.knowledge.access import Principal, object_grants
 from librarian.storage.models import EmbeddingCacheEntry, utcnow
 

@@ -33,6 +33,7 @@ from librarian.index.base import SearchFilter, VectorStore
 from librarian.index.exact import ExactScopeSearch
 from librarian.index.factory import create_vector_store
 from librarian.index.hybrid import HybridRetriever
+from librarian.index.learned import LearnedRanking
 from librarian.index.lexical import create_lexical_index
 from librarian.index.manager import Progress, VectorIndexManager
 from librarian.ingest import connectors
@@ -203,6 +204,12 @@ class Librarian:
                 vector_weight=self.settings.hybrid_vector_weight,
                 candidates=self.settings.search_candidates,
                 grants_of=self._chunk_grants,
+                learned=LearnedRanking(
+                    self.sessions,
+                    self.cache,
+                    weight=self.settings.search_learned_weight,
+                    min_similarity=self.settings.search_learned_min_similarity,
+                ),
             )
         return self._retriever
 
@@ -542,13 +549,16 @@ class Librarian:
         principal: Principal | None = None,
         document_types: tuple[str, ...] = (),
         exact_identifiers: bool = True,
+        learned_from_use: bool = True,
     ) -> list[SearchResult]:
         """Hybrid (vector + keyword) search over the chunks passing the filters, best first.
 
         Only chunks ``principal`` may read are searched (the filter is part of both retrievers'
         queries); by default the caller is the local organisation's implicit user. With
         ``exact_identifiers``, chunks holding a distinctive identifier of the query as written
-        (an option, an error code, a dotted or snake_case name) come first, scored 1.0.
+        (an option, an error code, a dotted or snake_case name) come first, scored 1.0. With
+        ``learned_from_use``, documents the caller's organisation marked helpful for a similar query
+        rank higher (:mod:`librarian.index.learned`; the ``search_learned_weight`` setting).
 
         Raises:
             InvalidInputError: an empty query or a ``top_k`` outside 1..1000.
@@ -578,7 +588,12 @@ class Librarian:
         )
         hits = self.vectors.read(
             lambda index: self.retriever.retrieve(
-                index, query, top_k, where, exact_identifiers=exact_identifiers
+                index,
+                query,
+                top_k,
+                where,
+                exact_identifiers=exact_identifiers,
+                learned_for=caller.organization_id if learned_from_use else None,
             )
         )
         with self.sessions() as session:
@@ -588,7 +603,9 @@ class Librarian:
             chunk = chunks.get(hit.chunk_id)
             if chunk is None:  # deleted between the index read and now
                 continue
-            results.append(search_result(chunk, hit.score, hit.vector_score, hit.lexical_score))
+            results.append(
+                search_result(chunk, hit.score, hit.vector_score, hit.lexical_score, hit.learned_similarity)
+            )
         return results
 
     # -- maintenance ----------------------------------------------------------------------------

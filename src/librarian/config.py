@@ -100,6 +100,21 @@ class Settings(BaseSettings):
         le=1.0,
         description="Weight of the vector retriever in score fusion; the lexical one gets the rest.",
     )
+    search_learned_weight: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=10.0,
+        description=(
+            "Weight of learning from use in search: documents whose readers marked them helpful for "
+            "a similar query rank higher (0 turns it off; docs/research.md)."
+        ),
+    )
+    search_learned_min_similarity: float = Field(
+        default=0.3,
+        ge=-1.0,
+        le=1.0,
+        description="How close (cosine) a past query must be to the search's to count for learning from use.",
+    )
     exact_search_max_chunks: int = Field(
         default=20_000,
         ge=0,

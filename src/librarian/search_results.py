@@ -29,6 +29,8 @@ class SearchResult:
     attributes: dict[str, Any]
     vector_score: float | None
     lexical_score: float | None
+    # The closest query this chunk's document was marked helpful for, when that raised it.
+    learned_similarity: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -36,7 +38,11 @@ class SearchResult:
 
 
 def search_result(
-    chunk: Chunk, score: float, vector_score: float | None, lexical_score: float | None
+    chunk: Chunk,
+    score: float,
+    vector_score: float | None,
+    lexical_score: float | None,
+    learned_similarity: float | None = None,
 ) -> SearchResult:
     """A :class:`SearchResult` for a stored chunk with the scores a retriever gave it."""
     return SearchResult(
@@ -57,4 +63,5 @@ def search_result(
         attributes=dict(chunk.attributes or {}),
         vector_score=vector_score,
         lexical_score=lexical_score,
+        learned_similarity=None if learned_similarity is None else round(learned_similarity, 4),
     )

@@ -114,6 +114,39 @@ def test_eval_retrieval_reports_every_metric(tmp_path: Path) -> None:
     assert metrics["hit@1"] == 100.0 and metrics["p50_ms"] > 0
 
 
+def test_eval_retrieval_measures_learning_from_use_on_queries_it_never_saw(tmp_path: Path) -> None:
+    # Cold, the badge question finds the page that talks about badges; the page that answers it
+    # shares no word with it. The learn half (q4) marks the answer helpful; the test half (q1, a
+    # paraphrase) is measured before and after.
+    dataset = tmp_path / "beir"
+    (dataset / "qrels").mkdir(parents=True)
+    corpus = [
+        {"_id": "d1", "title": "badges", "text": "Badges are printed by the front desk on weekdays."},
+        {"_id": "d2", "title": "procedure Z9", "text": "Open ticket type Z9 and wait for a new card."},
+        {"_id": "d3", "title": "flights", "text": "Book airline tickets between airports."},
+    ]
+    queries = [
+        {"_id": "q1", "text": "how can I get my badge reset"},
+        {"_id": "q4", "text": "how do I reset my badge"},
+    ]
+    (dataset / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus))
+    (dataset / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\nq4\td2\t1\n")
+    from librarian.evaluation.split import learn_half
+
+    assert learn_half("q4") and not learn_half("q1")
+
+    metrics = json.loads(run(tmp_path / "home", "eval", "retrieval", str(dataset), "--json").stdout)
+    cold_only = json.loads(
+        run(tmp_path / "home2", "eval", "retrieval", str(dataset), "--no-learning", "--json").stdout
+    )
+
+    learned = metrics["learned"]
+    assert (learned["queries_learned"], learned["queries_test"], learned["feedback_recorded"]) == (1, 1, 1)
+    assert learned["cold"]["hit@1"] == 0.0 and learned["learned"]["hit@1"] == 100.0
+    assert "learned" not in cold_only and cold_only["hit@1"] == metrics["hit@1"]
+
+
 def test_eval_retrieval_names_the_bad_line(tmp_path: Path) -> None:
     dataset = tmp_path / "beir"
     (dataset / "qrels").mkdir(parents=True)
@@ -125,7 +158,7 @@ def test_eval_retrieval_names_the_bad_line(tmp_path: Path) -> None:
 
 
 def test_eval_tools_reports_cold_and_learned_figures_on_the_held_apart_half(tmp_path: Path) -> None:
-    from librarian.evaluation.tools import learn_half
+    from librarian.evaluation.split import learn_half
 
     dataset = tmp_path / "tools"
     (dataset / "qrels").mkdir(parents=True)

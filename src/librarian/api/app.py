@@ -187,6 +187,10 @@ class SearchHit(BaseModel):
     attributes: dict[str, Any]
     vector_score: float | None
     lexical_score: float | None
+    learned_similarity: float | None = Field(
+        default=None,
+        description="Similarity to a past query this result's document was marked helpful for.",
+    )
     truncated: bool = Field(default=False, description="The content was cut to fit the budget.")
 
 

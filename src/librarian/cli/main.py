@@ -275,18 +275,39 @@ def eval_retrieval(
     dataset: Annotated[
         Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")
     ],
+    no_learning: Annotated[
+        bool,
+        typer.Option("--no-learning", help="Only the cold figures: record no feedback from the learn half."),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Index a BEIR dataset in a throwaway store and report Hit@k, Recall@k, NDCG@10, MRR@10, latency."""
+    """Index a BEIR dataset in a throwaway store and report Hit@k, Recall@k, NDCG@10, MRR@10, latency.
+
+    The first table is every query, cold. Then the queries are split by a hash of their id: the
+    learn half is recorded as helpful feedback, and the second table shows the other half before
+    and after (learning from use, measured on queries it never saw).
+    """
     with common.handle_errors(), progress_bar("evaluating", enabled=not as_json) as progress:
-        metrics = evaluate_retrieval(dataset, common.load_settings(), progress=progress)
+        metrics = evaluate_retrieval(
+            dataset, common.load_settings(), learn=not no_learning, progress=progress
+        )
     if as_json:
         print_json(metrics)
         return
+    learned = metrics.pop("learned", None)
     table = Table("metric", "value")
     for key, value in metrics.items():
         table.add_row(key, str(value))
     stdout.print(table)
+    if learned is not None:
+        halves = Table("held-apart queries", "cold", "after learning")
+        for key in learned["cold"]:
+            halves.add_row(key, str(learned["cold"][key]), str(learned["learned"][key]))
+        stdout.print(halves)
+        stdout.print(
+            f"{learned['queries_test']} test queries, {learned['queries_learned']} learned "
+            f"({learned['feedback_recorded']} helpful verdicts); split: {learned['split']}"
+        )
 
 
 @eval_app.command("tools")

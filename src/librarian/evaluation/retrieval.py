@@ -2,7 +2,7 @@
 
 The corpus is written as Markdown files into a throwaway data directory and ingested with the normal
 pipeline; every query then goes through :meth:`Librarian.search`. A document's rank is the rank of
-its best chunk.
+its best chunk. Learning from use (``index/learned.py``) is measured on held-apart queries.
 """
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.errors import InvalidInputError, NotFoundError
 from librarian.evaluation.metrics import hit_at, mrr_at, ndcg_at, percentile, recall_at
+from librarian.evaluation.split import SPLIT_RULE, learn_half
 from librarian.ingest.pipeline import ProgressCallback
+from librarian.storage.models import Document
 
 
 @dataclass(frozen=True)
@@ -101,9 +105,16 @@ def evaluate_retrieval(
     *,
     database_url: str | None = None,
     exact_identifiers: bool = True,
+    learn: bool = True,
     progress: ProgressCallback | None = None,
 ) -> dict[str, Any]:
     """Index the dataset in a throwaway store and return the metrics (percent) and latencies (ms).
+
+    The top-level figures are every query, cold (nothing learned). With ``learn``, the queries are
+    also split by a hash of their id (:func:`~librarian.evaluation.tools.learn_half`): the learn half
+    is recorded as feedback (each query marked helpful on its relevant documents, as a reader who
+    found the answer does), and ``learned`` reports the other half before and after, so learning
+    from use is measured only on queries it never saw.
 
     ``database_url`` names an empty database to use instead of a throwaway SQLite file (to measure
     the PostgreSQL backend; ``bench/retrieval_postgres.py``). ``exact_identifiers`` is search's
@@ -113,45 +124,26 @@ def evaluate_retrieval(
     dataset = load_beir(directory)
     with tempfile.TemporaryDirectory(prefix="librarian-eval-") as scratch:
         root = Path(scratch)
-        corpus_dir = root / "corpus"
-        corpus_dir.mkdir()
-        doc_of_file: dict[str, str] = {}
-        taken: set[str] = set()
-        for doc_id, (title, text) in dataset.corpus.items():
-            name = _file_name(doc_id, taken)
-            body = text if text.lstrip().startswith("#") or not title else f"# {title}\n\n{text}"
-            (corpus_dir / f"{name}.md").write_text(body, encoding="utf-8")
-            doc_of_file[f"{name}.md"] = doc_id
+        doc_of_file = _write_corpus(dataset, root / "corpus")
         eval_settings = settings.model_copy(
             update={"home": root / "home", "database_url": database_url, "vector_url": None}
         )
         with Librarian(eval_settings) as lib:
             started = time.perf_counter()
-            lib.ingest(str(corpus_dir), document_type="eval", progress=progress)
+            lib.ingest(str(root / "corpus"), document_type="eval", progress=progress)
             ingest_seconds = time.perf_counter() - started
             lib.search("warm up", top_k=top_k)
-            totals: dict[str, float] = defaultdict(float)
+            ranking = _Ranking(lib, doc_of_file, max(top_k * 3, 30), exact_identifiers)
+            rankings: dict[str, list[str]] = {}
             latencies: list[float] = []
             for done, (query_id, query) in enumerate(dataset.queries.items()):
                 if progress is not None:
                     progress("queries", done, len(dataset.queries))
                 started = time.perf_counter()
-                results = lib.search(query, top_k=max(top_k * 3, 30), exact_identifiers=exact_identifiers)
+                rankings[query_id] = ranking.rank(query)
                 latencies.append((time.perf_counter() - started) * 1000)
-                ranked: list[str] = []
-                for result in results:
-                    matched = doc_of_file.get(result.source_url.rsplit("/", 1)[-1])
-                    if matched is not None and matched not in ranked:
-                        ranked.append(matched)
-                relevant = dataset.qrels[query_id]
-                for k in (1, 5, 10):
-                    totals[f"hit@{k}"] += hit_at(ranked, relevant, k)
-                for k in (5, 10):
-                    totals[f"recall@{k}"] += recall_at(ranked, relevant, k)
-                totals["ndcg@10"] += ndcg_at(ranked, relevant, 10)
-                totals["mrr@10"] += mrr_at(ranked, relevant, 10)
-    count = max(len(dataset.queries), 1)
-    metrics: dict[str, Any] = {name: round(100 * value / count, 1) for name, value in totals.items()}
+            metrics = _scores(dataset, rankings)
+            learned = _learn_and_measure(lib, dataset, ranking, rankings) if learn else None
     metrics.update(
         {
             "p50_ms": round(percentile(latencies, 0.5), 2),
@@ -163,4 +155,93 @@ def evaluate_retrieval(
             "exact_identifiers": exact_identifiers,
         }
     )
+    if learned is not None:
+        metrics["learned"] = learned
     return metrics
+
+
+def _write_corpus(dataset: BeirDataset, corpus_dir: Path) -> dict[str, str]:
+    """Write each corpus record as a Markdown file; returns file name -> corpus id."""
+    corpus_dir.mkdir()
+    doc_of_file: dict[str, str] = {}
+    taken: set[str] = set()
+    for doc_id, (title, text) in dataset.corpus.items():
+        name = _file_name(doc_id, taken)
+        body = text if text.lstrip().startswith("#") or not title else f"# {title}\n\n{text}"
+        (corpus_dir / f"{name}.md").write_text(body, encoding="utf-8")
+        doc_of_file[f"{name}.md"] = doc_id
+    return doc_of_file
+
+
+@dataclass(frozen=True)
+class _Ranking:
+    """Runs a query through search and names the corpus documents it found, best first."""
+
+    lib: Librarian
+    doc_of_file: dict[str, str]
+    chunks: int
+    exact_identifiers: bool
+
+    def rank(self, query: str) -> list[str]:
+        results = self.lib.search(query, top_k=self.chunks, exact_identifiers=self.exact_identifiers)
+        ranked: list[str] = []
+        for result in results:
+            matched = self.doc_of_file.get(result.source_url.rsplit("/", 1)[-1])
+            if matched is not None and matched not in ranked:
+                ranked.append(matched)
+        return ranked
+
+
+def _scores(dataset: BeirDataset, rankings: dict[str, list[str]]) -> dict[str, Any]:
+    """Hit@1/5/10, Recall@5/10, NDCG@10 and MRR@10 (percent) over the queries of ``rankings``."""
+    totals: dict[str, float] = defaultdict(float)
+    for query_id, ranked in rankings.items():
+        relevant = dataset.qrels[query_id]
+        for k in (1, 5, 10):
+            totals[f"hit@{k}"] += hit_at(ranked, relevant, k)
+        for k in (5, 10):
+            totals[f"recall@{k}"] += recall_at(ranked, relevant, k)
+        totals["ndcg@10"] += ndcg_at(ranked, relevant, 10)
+        totals["mrr@10"] += mrr_at(ranked, relevant, 10)
+    count = max(len(rankings), 1)
+    return {name: round(100 * value / count, 1) for name, value in totals.items()}
+
+
+def _learn_and_measure(
+    lib: Librarian, dataset: BeirDataset, ranking: _Ranking, cold: dict[str, list[str]]
+) -> dict[str, Any]:
+    """Record the learn half as helpful feedback, then score the test half before and after."""
+    learn_ids = [query_id for query_id in dataset.queries if learn_half(query_id)]
+    test_ids = [query_id for query_id in dataset.queries if not learn_half(query_id)]
+    with lib.sessions() as session:
+        document_of_file = {
+            url.rsplit("/", 1)[-1]: document_id
+            for document_id, url in session.execute(select(Document.id, Document.source_url))
+        }
+    stored_of_corpus = {
+        corpus_id: document_of_file[name]
+        for name, corpus_id in ranking.doc_of_file.items()
+        if name in document_of_file
+    }
+    recorded = 0
+    for query_id in learn_ids:
+        for corpus_id in sorted(dataset.qrels[query_id]):
+            if corpus_id in stored_of_corpus:
+                lib.knowledge.feedback(
+                    stored_of_corpus[corpus_id],
+                    "helpful",
+                    search_query=dataset.queries[query_id],
+                    was_used=True,
+                )
+                recorded += 1
+    after = {query_id: ranking.rank(dataset.queries[query_id]) for query_id in test_ids}
+    return {
+        "split": SPLIT_RULE,
+        "queries_learned": len(learn_ids),
+        "queries_test": len(test_ids),
+        "feedback_recorded": recorded,
+        "weight": lib.settings.search_learned_weight,
+        "min_similarity": lib.settings.search_learned_min_similarity,
+        "cold": _scores(dataset, {query_id: cold[query_id] for query_id in test_ids}),
+        "learned": _scores(dataset, after),
+    }

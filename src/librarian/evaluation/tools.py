@@ -12,7 +12,6 @@ about the test half is ever recorded, so it stays held apart.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 import time
@@ -25,11 +24,7 @@ from librarian.config import Settings
 from librarian.embeddings.base import Embedder
 from librarian.evaluation.metrics import hit_at, mrr_at, ndcg_at, percentile, recall_at
 from librarian.evaluation.retrieval import BeirDataset, load_beir
-
-
-def learn_half(query_id: str) -> bool:
-    """Whether a query belongs to the half discovery may learn from (a stable hash split)."""
-    return hashlib.sha256(query_id.encode("utf-8")).digest()[-1] % 2 == 0
+from librarian.evaluation.split import SPLIT_RULE, learn_half
 
 
 def _manifests(dataset: BeirDataset) -> list[dict[str, Any]]:
@@ -136,7 +131,7 @@ def evaluate_tools(
                 "queries_test": len(test_ids),
                 "queries_learned": 0,
                 "register_seconds": round(register_seconds, 2),
-                "split": "SHA-256 of the query id, even last byte: learn, odd: test",
+                "split": SPLIT_RULE,
                 "coverage@5": coverage,
                 "cold": _measure(lib, dataset, test_ids, top_k),
             }

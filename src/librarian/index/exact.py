@@ -31,7 +31,8 @@ from librarian.index.grants_sql import grants_condition
 from librarian.storage.models import Chunk, EmbeddingCacheEntry
 
 
-def _conditions(where: SearchFilter, dialect: str) -> list[ColumnElement[bool]]:
+def chunk_conditions(where: SearchFilter, dialect: str) -> list[ColumnElement[bool]]:
+    """SQL conditions on :class:`Chunk` for every field of ``where`` but its tags (checked in Python)."""
     conditions: list[ColumnElement[bool]] = []
     if where.document_types:
         conditions.append(Chunk.document_type.in_(sorted(set(where.document_types))))
@@ -79,7 +80,7 @@ class ExactScopeSearch:
         ):
             return None
         with self._sessions() as session:
-            conditions = _conditions(where, session.get_bind().dialect.name)
+            conditions = chunk_conditions(where, session.get_bind().dialect.name)
             count, id_sum, id_max = session.execute(
                 select(
                     func.count(), func.coalesce(func.sum(Chunk.id), 0), func.coalesce(func.max(Chunk.id), 0)

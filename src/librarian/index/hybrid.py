@@ -1,80 +1,22 @@
 """Hybrid retrieval: the vector and lexical retrievers run with the same filter, then fuse.
 
-Fusion is relative-score fusion: each retriever's scores are min-max normalised over its own
-candidates, then combined as ``w * vector + (1 - w) * lexical`` (a candidate missing from one list
-gets 0 there). Unlike reciprocal-rank fusion it keeps how decisively a retriever prefers its top
-hit, which matters for documentation where an exact entity name match is strong evidence
-(measured in docs/benchmarks.md).
+How the two lists become one is :mod:`librarian.index.fusion`; a search made for an organisation is
+then reordered by what its documents answered before (:mod:`librarian.index.learned`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.base import SearchFilter, Vector, VectorIndex
 from librarian.index.exact import ExactScopeSearch
+from librarian.index.fusion import FusedHit, exact_first, fuse
 from librarian.index.identifiers import lookup_identifiers
+from librarian.index.learned import LearnedRanking
 from librarian.index.lexical import LexicalIndex
-
-
-@dataclass(frozen=True)
-class FusedHit:
-    """One fused candidate: the chunk id, the fused score and each retriever's raw score."""
-
-    chunk_id: int
-    score: float
-    vector_score: float | None
-    lexical_score: float | None
-
-
-def _normalise(hits: list[tuple[int, float]]) -> dict[int, float]:
-    if not hits:
-        return {}
-    scores = [score for _, score in hits]
-    low, high = min(scores), max(scores)
-    if high - low < 1e-12:
-        return {chunk_id: 1.0 for chunk_id, _ in hits}
-    return {chunk_id: (score - low) / (high - low) for chunk_id, score in hits}
-
-
-def fuse(
-    vector_hits: list[tuple[int, float]], lexical_hits: list[tuple[int, float]], vector_weight: float
-) -> list[FusedHit]:
-    """Relative-score fusion of two ranked lists, best first (ties broken by chunk id)."""
-    vector_norm = _normalise(vector_hits)
-    lexical_norm = _normalise(lexical_hits)
-    vector_raw = dict(vector_hits)
-    lexical_raw = dict(lexical_hits)
-    fused = [
-        FusedHit(
-            chunk_id=chunk_id,
-            score=vector_weight * vector_norm.get(chunk_id, 0.0)
-            + (1.0 - vector_weight) * lexical_norm.get(chunk_id, 0.0),
-            vector_score=vector_raw.get(chunk_id),
-            lexical_score=lexical_raw.get(chunk_id),
-        )
-        for chunk_id in vector_norm.keys() | lexical_norm.keys()
-    ]
-    fused.sort(key=lambda hit: (-hit.score, hit.chunk_id))
-    return fused
-
-
-def exact_first(fused: list[FusedHit], exact: list[int]) -> list[FusedHit]:
-    """``fused`` with the chunks of ``exact`` first (scored 1.0, the highest fused score), the rest after.
-
-    An exact chunk neither retriever ranked joins with no retriever score.
-    """
-    if not exact:
-        return fused
-    held = set(exact)
-    ranked = [replace(hit, score=1.0) for hit in fused if hit.chunk_id in held]  # in their fused order
-    known = {hit.chunk_id for hit in ranked}
-    unranked = [FusedHit(chunk_id, 1.0, None, None) for chunk_id in exact if chunk_id not in known]
-    return ranked + unranked + [hit for hit in fused if hit.chunk_id not in held]
-
 
 # A query identifier held by more chunks than this is common (``--help``): it changes nothing.
 EXACT_MAX_CHUNKS = 20
@@ -110,6 +52,7 @@ class HybridRetriever:
         vector_weight: float = 0.5,
         candidates: int = 60,
         grants_of: GrantsOf | None = None,
+        learned: LearnedRanking | None = None,
     ) -> None:
         self._cache = cache
         self._lexical = lexical
@@ -117,6 +60,7 @@ class HybridRetriever:
         self._vector_weight = vector_weight
         self._candidates = candidates
         self._grants_of = grants_of
+        self._learned = learned
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="librarian-lexical")
 
     def retrieve(
@@ -127,6 +71,7 @@ class HybridRetriever:
         where: SearchFilter | None = None,
         *,
         exact_identifiers: bool = True,
+        learned_for: int | None = None,
     ) -> list[FusedHit]:
         """The ``top_k`` best chunks for ``query`` passing ``where``.
 
@@ -134,6 +79,10 @@ class HybridRetriever:
         (``get_object_tagging``, ``--max-retries``, ``E1107``; :mod:`librarian.index.identifiers`)
         come first, when the query is about its identifiers (few other words) and the identifier is
         distinctive (at most :data:`EXACT_MAX_CHUNKS` chunks hold it).
+
+        ``learned_for`` names the organisation whose readers' feedback reorders the candidates
+        (:mod:`librarian.index.learned`); ``None`` ranks by retrieval alone, as research does so
+        that its confidence model sees the scores it was fitted on.
 
         The lexical query runs on a worker thread while this one embeds the query and searches
         vectors: both spend their time outside the GIL (SQLite, torch), so on two cores the slower
@@ -156,6 +105,8 @@ class HybridRetriever:
             vector_hits = exact if exact is not None else self._vector_hits(vectors, query_vector, k, where)
         lexical_hits = lexical_future.result() if lexical_future is not None else []
         fused = fuse(vector_hits, lexical_hits, self._vector_weight)
+        if learned_for is not None and self._learned is not None and self._learned.enabled:
+            fused = self._learned.rerank(learned_for, query_vector, fused, where)
         if exact_future is not None:
             fused = exact_first(fused, exact_future.result())
         return fused[:top_k]

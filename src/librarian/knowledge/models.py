@@ -84,7 +84,11 @@ class KnowledgeFeedback(Base):
     """One reader's verdict on one document (the design's ``knowledge_feedback``)."""
 
     __tablename__ = "knowledge_feedback"
-    __table_args__ = (Index("ix_knowledge_feedback_document", "document_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_knowledge_feedback_document", "document_id", "created_at"),
+        # Search reads an organisation's helpful verdicts with their queries (index/learned.py).
+        Index("ix_knowledge_feedback_organization", "organization_id", "id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))

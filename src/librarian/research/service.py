@@ -137,8 +137,9 @@ def research_api_usage(
     errors = error_text or ""
     options = options_in(errors) + [o for o in options_in(query) if o not in options_in(errors)]
     search_text = " ".join(filter(None, [query, " ".join(options)]))
-    # Research ranks named options by its own evidence (and its confidence is calibrated on the
-    # plain fused scores), so search's exact-identifier promotion stays out of it.
+    # Research ranks named options by its own evidence and learns from its own feedback (and its
+    # confidence is calibrated on the plain fused scores), so search's exact-identifier promotion
+    # and learning from use stay out of it.
     results = lib.search(
         search_text,
         sdk_name=sdk.name,
@@ -146,6 +147,7 @@ def research_api_usage(
         top_k=CANDIDATES,
         principal=caller,
         exact_identifiers=False,
+        learned_from_use=False,
     )
     boosts = feedback_boosts(
         lib.sessions, sdk_name=sdk.name, error_text=errors, sdk_version=resolution.resolved

@@ -1,0 +1,220 @@
+"""Learning from use: documents that answered similar searches before rank higher.
+
+When a reader marks a search result helpful (``record_knowledge_feedback`` with the ``search_query``
+it answered: ``helpful`` or 4-5 stars), that query and document are remembered. A later search of
+the same organisation scores each candidate document by the closest of those queries::
+
+    nearest(d) = max cos(query, a remembered query that d answered)    (0 below min_similarity)
+    score      = (fused + weight x nearest(d)) / (1 + weight)
+
+so fused relevance still decides between documents nobody has judged, and a document that answered
+a near-identical question before comes up even when neither retriever ranked it: its best chunk for
+the query joins the candidates with a fused score of 0 (so it can at most tie a top hit that led
+both retrievers), if the search's filter lets it through.
+
+Only the caller's own organisation's feedback counts, and the boost only reorders or adds chunks
+that the search's filter (access included) lets through, so nothing becomes visible that was not.
+Scores are rescaled only when a result the caller may see was raised: a caller's scores never reveal
+feedback on documents it cannot read.
+
+Negative verdicts are not used: a ``not_helpful`` vote lowers a document's usefulness score, but
+says nothing about which query it failed. The weight (1.0) and the similarity floor (0.3) were
+chosen on the learn halves alone of gorilla-torchhub and MetaTool (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.sql.elements import ColumnElement
+
+from librarian.embeddings.cache import EmbeddingCache
+from librarian.index.base import SearchFilter, Vector
+from librarian.index.exact import chunk_conditions
+from librarian.index.fusion import FusedHit
+from librarian.knowledge.models import KnowledgeFeedback
+from librarian.storage.models import Chunk, Document, EmbeddingCacheEntry
+
+# A document's remembered queries are capped, newest first, so one popular page cannot make every
+# search of the organisation pay for thousands of near-duplicate questions.
+_MAX_REMEMBERED = 50_000
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """The remembered queries of one organisation: a matrix of their vectors and their documents."""
+
+    fingerprint: tuple[int, int]
+    documents: npt.NDArray[np.int64]
+    vectors: npt.NDArray[np.float32]
+
+
+def positive_feedback() -> ColumnElement[bool]:
+    """The SQL condition of a verdict that says the document answered its query.
+
+    The rating decides when there is one, as it does for usefulness (4 or 5 stars); otherwise the
+    verdict must be ``helpful``. ``was_used`` alone is not enough: an ``outdated`` page was used too.
+    """
+    return or_(
+        KnowledgeFeedback.rating >= 4,
+        and_(KnowledgeFeedback.rating.is_(None), KnowledgeFeedback.feedback_type == "helpful"),
+    )
+
+
+class LearnedRanking:
+    """Reorders a search's fused candidates by the queries their documents answered before."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        cache: EmbeddingCache,
+        *,
+        weight: float = 1.0,
+        min_similarity: float = 0.3,
+    ) -> None:
+        self._sessions = sessions
+        self._cache = cache
+        self._weight = weight
+        self._min_similarity = min_similarity
+        self._answered: dict[int, _Answered] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        """False when the ``search_learned_weight`` setting is 0."""
+        return self._weight > 0
+
+    def nearest_documents(self, organization_id: int, query_vector: Vector) -> dict[int, float]:
+        """Document id -> the similarity of the closest query it answered (at or above the floor)."""
+        answered = self._answered_of(organization_id)
+        if answered is None:
+            return {}
+        similarities = answered.vectors @ np.asarray(query_vector, dtype=np.float32)
+        keep = similarities >= self._min_similarity
+        nearest: dict[int, float] = {}
+        for document_id, similarity in zip(answered.documents[keep], similarities[keep], strict=True):
+            key = int(document_id)
+            if similarity > nearest.get(key, 0.0):
+                nearest[key] = float(similarity)
+        return nearest
+
+    def rerank(
+        self, organization_id: int, query_vector: Vector, fused: list[FusedHit], where: SearchFilter | None
+    ) -> list[FusedHit]:
+        """``fused`` rescored by the queries each document answered, best first, learned documents added.
+
+        A document that answered a similar query but has no chunk among ``fused`` joins with its chunk
+        closest to the query, if ``where`` lets that chunk through.
+        """
+        nearest = self.nearest_documents(organization_id, query_vector)
+        if not nearest:
+            return fused
+        with self._sessions() as session:
+            document_of = dict(
+                session.execute(
+                    select(Chunk.id, Chunk.document_id).where(Chunk.id.in_([hit.chunk_id for hit in fused]))
+                ).all()
+            )
+            present = set(document_of.values())
+            missing = [document_id for document_id in nearest if document_id not in present]
+            added = self._best_chunks(session, missing, query_vector, where) if missing else {}
+        candidates = [
+            replace(hit, learned_similarity=nearest.get(document_of.get(hit.chunk_id, -1))) for hit in fused
+        ]
+        candidates += [
+            FusedHit(chunk_id, 0.0, vector_score, None, learned_similarity=nearest[document_id])
+            for document_id, (chunk_id, vector_score) in added.items()
+        ]
+        if all(hit.learned_similarity is None for hit in candidates):
+            return fused  # what was learned concerns documents this search may not show
+        scale = 1.0 + self._weight
+        rescored = [
+            replace(hit, score=(hit.score + self._weight * (hit.learned_similarity or 0.0)) / scale)
+            for hit in candidates
+        ]
+        rescored.sort(key=lambda hit: (-hit.score, hit.chunk_id))
+        return rescored
+
+    def _best_chunks(
+        self,
+        session: Session,
+        document_ids: list[int],
+        query_vector: Vector,
+        where: SearchFilter | None,
+    ) -> dict[int, tuple[int, float]]:
+        """Document id -> (its chunk closest to the query, their cosine), of chunks ``where`` passes."""
+        conditions: list[ColumnElement[bool]] = [Chunk.document_id.in_(document_ids)]
+        if where is not None:
+            conditions += chunk_conditions(where, session.get_bind().dialect.name)
+        rows = session.execute(
+            select(Chunk.id, Chunk.document_id, Chunk.tags, EmbeddingCacheEntry.vector)
+            .join(
+                EmbeddingCacheEntry,
+                and_(
+                    EmbeddingCacheEntry.content_hash == Chunk.content_hash,
+                    EmbeddingCacheEntry.model_version == self._cache.embedder.model_version,
+                ),
+            )
+            .where(and_(*conditions))
+        ).all()
+        wanted_tags = set(where.tags) if where is not None else set()
+        query = np.asarray(query_vector, dtype=np.float32)
+        best: dict[int, tuple[int, float]] = {}
+        for chunk_id, document_id, tags, blob in rows:
+            if wanted_tags and not wanted_tags <= set(tags or ()):
+                continue
+            similarity = float(np.frombuffer(blob, dtype=np.float32) @ query)
+            if document_id not in best or similarity > best[document_id][1]:
+                best[document_id] = (chunk_id, similarity)
+        return best
+
+    def _answered_of(self, organization_id: int) -> _Answered | None:
+        """The organisation's remembered queries, reloaded only when its feedback changed."""
+        condition = and_(
+            KnowledgeFeedback.organization_id == organization_id,
+            KnowledgeFeedback.search_query.is_not(None),
+            positive_feedback(),
+            Document.deleted_at.is_(None),
+        )
+        with self._sessions() as session:
+            # Deleting a document changes the count, so its queries are forgotten at once.
+            count, last_id = session.execute(
+                select(func.count(), func.coalesce(func.max(KnowledgeFeedback.id), 0))
+                .select_from(KnowledgeFeedback)
+                .join(Document, Document.id == KnowledgeFeedback.document_id)
+                .where(condition)
+            ).one()
+            if count == 0:
+                with self._lock:
+                    self._answered.pop(organization_id, None)
+                return None
+            fingerprint = (int(count), int(last_id))
+            with self._lock:
+                known = self._answered.get(organization_id)
+            if known is not None and known.fingerprint == fingerprint:
+                return known
+            rows = session.execute(
+                select(KnowledgeFeedback.document_id, KnowledgeFeedback.search_query)
+                .join(Document, Document.id == KnowledgeFeedback.document_id)
+                .where(condition)
+                .order_by(KnowledgeFeedback.id.desc())
+                .limit(_MAX_REMEMBERED)
+            ).all()
+        texts = [str(query).strip() for _, query in rows]
+        kept = [(document_id, text) for (document_id, _), text in zip(rows, texts, strict=True) if text]
+        if not kept:
+            return None
+        vectors = self._cache.embed_documents([text for _, text in kept])
+        answered = _Answered(
+            fingerprint,
+            np.fromiter((document_id for document_id, _ in kept), dtype=np.int64, count=len(kept)),
+            np.asarray(vectors, dtype=np.float32),
+        )
+        with self._lock:
+            self._answered[organization_id] = answered
+        return answered
