@@ -121,7 +121,14 @@ class FeedbackRequest(BaseModel):
     feedback_type: str = Field(description="helpful, not_helpful, outdated or incorrect.")
     rating: int | None = Field(default=None, ge=1, le=5)
     comment: str | None = Field(default=None, max_length=10_000)
-    search_query: str | None = Field(default=None, max_length=4000)
+    search_query: str | None = Field(
+        default=None,
+        max_length=4000,
+        description=(
+            "What was searched for when the document was found. With a helpful verdict (or 4-5 "
+            "stars), later searches of the organisation for similar questions rank it higher."
+        ),
+    )
     was_used: bool = False
 
 

@@ -25,11 +25,12 @@ chosen on the learn halves alone of gorilla-torchhub and MetaTool (docs/benchmar
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Row, Select, and_, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -43,6 +44,15 @@ from librarian.storage.models import Chunk, Document, EmbeddingCacheEntry
 # A document's remembered queries are capped, newest first, so one popular page cannot make every
 # search of the organisation pay for thousands of near-duplicate questions.
 _MAX_REMEMBERED = 50_000
+
+
+# (feedback id, document id, query) rows, and the statement that reads them.
+_RememberedRow = Row[int, int, str | None]
+_RememberedQuery = Select[int, int, str | None]
+
+# At most this many remembered documents no retriever ranked join one search (the closest first):
+# each costs a read of its chunks' vectors.
+_MAX_ADDED = 10
 
 
 @dataclass(frozen=True)
@@ -121,7 +131,10 @@ class LearnedRanking:
                 ).all()
             )
             present = set(document_of.values())
-            missing = [document_id for document_id in nearest if document_id not in present]
+            missing = sorted(
+                (document_id for document_id in nearest if document_id not in present),
+                key=lambda document_id: -nearest[document_id],
+            )[:_MAX_ADDED]
             added = self._best_chunks(session, missing, query_vector, where) if missing else {}
         candidates = [
             replace(hit, learned_similarity=nearest.get(document_of.get(hit.chunk_id, -1))) for hit in fused
@@ -174,47 +187,79 @@ class LearnedRanking:
         return best
 
     def _answered_of(self, organization_id: int) -> _Answered | None:
-        """The organisation's remembered queries, reloaded only when its feedback changed."""
+        """The organisation's remembered queries, read again only when its feedback changed.
+
+        New verdicts are appended (only their queries are embedded); a deletion (of a verdict or a
+        document) lowers the count below what was appended and reloads the whole set.
+        """
         condition = and_(
             KnowledgeFeedback.organization_id == organization_id,
             KnowledgeFeedback.search_query.is_not(None),
             positive_feedback(),
             Document.deleted_at.is_(None),
         )
+        remembered = (
+            select(KnowledgeFeedback.id, KnowledgeFeedback.document_id, KnowledgeFeedback.search_query)
+            .join(Document, Document.id == KnowledgeFeedback.document_id)
+            .where(condition)
+        )
+        with self._lock:
+            known = self._answered.get(organization_id)
         with self._sessions() as session:
-            # Deleting a document changes the count, so its queries are forgotten at once.
             count, last_id = session.execute(
                 select(func.count(), func.coalesce(func.max(KnowledgeFeedback.id), 0))
                 .select_from(KnowledgeFeedback)
                 .join(Document, Document.id == KnowledgeFeedback.document_id)
                 .where(condition)
             ).one()
-            if count == 0:
-                with self._lock:
-                    self._answered.pop(organization_id, None)
-                return None
             fingerprint = (int(count), int(last_id))
-            with self._lock:
-                known = self._answered.get(organization_id)
-            if known is not None and known.fingerprint == fingerprint:
+            if count == 0:
+                answered = None
+            elif known is not None and known.fingerprint == fingerprint:
                 return known
-            rows = session.execute(
-                select(KnowledgeFeedback.document_id, KnowledgeFeedback.search_query)
-                .join(Document, Document.id == KnowledgeFeedback.document_id)
-                .where(condition)
-                .order_by(KnowledgeFeedback.id.desc())
-                .limit(_MAX_REMEMBERED)
-            ).all()
-        texts = [str(query).strip() for _, query in rows]
-        kept = [(document_id, text) for (document_id, _), text in zip(rows, texts, strict=True) if text]
+            elif known is not None and count > known.fingerprint[0]:
+                rows = session.execute(
+                    remembered.where(KnowledgeFeedback.id > known.fingerprint[1]).order_by(
+                        KnowledgeFeedback.id
+                    )
+                ).all()
+                appended = self._remembered(fingerprint, rows)
+                answered = (
+                    _Answered(
+                        fingerprint,
+                        np.concatenate([known.documents, appended.documents]),
+                        np.vstack([known.vectors, appended.vectors]),
+                    )
+                    if known.fingerprint[0] + len(rows) == count
+                    else None
+                )
+                if answered is None:  # something was also deleted: read everything
+                    answered = self._remembered(fingerprint, self._all_rows(session, remembered))
+            else:
+                answered = self._remembered(fingerprint, self._all_rows(session, remembered))
+        with self._lock:
+            if answered is None:
+                self._answered.pop(organization_id, None)
+            else:
+                self._answered[organization_id] = answered
+        return answered
+
+    @staticmethod
+    def _all_rows(session: Session, remembered: _RememberedQuery) -> list[_RememberedRow]:
+        """The newest :data:`_MAX_REMEMBERED` remembered queries."""
+        newest = remembered.order_by(KnowledgeFeedback.id.desc()).limit(_MAX_REMEMBERED)
+        return list(session.execute(newest).all())
+
+    def _remembered(self, fingerprint: tuple[int, int], rows: Sequence[_RememberedRow]) -> _Answered:
+        """The queries of ``rows`` embedded (through the embedding cache) beside their documents."""
+        kept = [(int(row[1]), str(row[2] or "").strip()) for row in rows]
+        kept = [(document_id, text) for document_id, text in kept if text]
         if not kept:
-            return None
+            empty = np.zeros((0, self._cache.embedder.dimension), dtype=np.float32)
+            return _Answered(fingerprint, np.zeros(0, dtype=np.int64), empty)
         vectors = self._cache.embed_documents([text for _, text in kept])
-        answered = _Answered(
+        return _Answered(
             fingerprint,
             np.fromiter((document_id for document_id, _ in kept), dtype=np.int64, count=len(kept)),
             np.asarray(vectors, dtype=np.float32),
         )
-        with self._lock:
-            self._answered[organization_id] = answered
-        return answered

@@ -243,7 +243,9 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
             feedback_type: helpful, not_helpful, outdated or incorrect.
             rating: optional 1-5 stars.
             comment: optional, why.
-            search_query: what you searched for when you found it.
+            search_query: what you searched for when you found it; with a helpful verdict (or 4-5
+                stars), later searches of your organisation for similar questions rank this
+                document higher.
             was_used: true when you acted on it.
 
         Returns:
