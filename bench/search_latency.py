@@ -6,6 +6,10 @@ index, then times ``Librarian.search`` with a different query text each time (so
 cache never helps).
 
     .venv/bin/python bench/search_latency.py --chunks 10000 --chunks 100000
+
+``--remembered N`` first records N helpful verdicts with their queries (what learning from use reads,
+``index/learned.py``) spread over the store's documents, and ``--compare-learning`` then times the
+same searches with learning off (``search_learned_weight=0``) and on, side by side.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from librarian.config import Settings
 from librarian.embeddings.cache import content_hash
 from librarian.index.base import VectorMetadata, VectorRecord
 from librarian.index.scope import scope_tokens
+from librarian.knowledge.models import KnowledgeFeedback
 from librarian.storage.models import Chunk, Document, EmbeddingCacheEntry, Source
 
 SDKS = [f"sdk{i}" for i in range(20)]
@@ -176,6 +181,26 @@ def wait_until_idle(limit_seconds: float = 900.0) -> float:
     return time.perf_counter() - started
 
 
+def remember(lib: Librarian, verdicts: int, seed: int = 5) -> None:
+    """Record ``verdicts`` helpful verdicts of the local organisation, each with a query it answered."""
+    rng = random.Random(seed)
+    with lib.sessions.begin() as session:
+        documents = list(session.scalars(select(Document.id)))
+        session.add_all(
+            KnowledgeFeedback(
+                document_id=rng.choice(documents),
+                document_version_no=1,
+                organization_id=lib.default_principal.organization_id,
+                user_id=0,
+                feedback_type="helpful",
+                search_query=" ".join(rng.choice(QUERY_WORDS) for _ in range(5)) + f" {number}",
+                was_used=True,
+                details={},
+            )
+            for number in range(verdicts)
+        )
+
+
 def measure(lib: Librarian, queries: int, seed: int = 11) -> dict[str, float]:
     """Time ``queries`` searches; query texts are unique per (seed, number), so no cache helps."""
     rng = random.Random(seed)
@@ -211,25 +236,42 @@ def main() -> None:
         action="append",
         help="exact_search_max_chunks values to compare (0 = ANN only)",
     )
+    parser.add_argument("--remembered", type=int, default=0, help="helpful verdicts with queries to record")
+    parser.add_argument(
+        "--compare-learning", action="store_true", help="time learning from use off and on, side by side"
+    )
     args = parser.parse_args()
+    learned_weights = [0.0, Settings().search_learned_weight] if args.compare_learning else [None]
     for size in args.chunks or [10_000, 100_000]:
         with tempfile.TemporaryDirectory(prefix="librarian-bench-") as home:
             settings = Settings(home=Path(home), database_url=args.database_url, vector_url=args.vector_url)
             with Librarian(settings) as lib:
                 build_seconds = build(lib, size)
+                remember(lib, args.remembered)
                 settle_seconds = wait_until_idle()
-            for run, exact_max in enumerate(args.exact_max or [settings.exact_search_max_chunks]):
+            configurations = [
+                (exact_max, weight)
+                for exact_max in args.exact_max or [settings.exact_search_max_chunks]
+                for weight in learned_weights
+            ]
+            for run, (exact_max, weight) in enumerate(configurations):
                 # A fresh facade per configuration: the retriever is built once per facade.
-                configured = settings.model_copy(update={"exact_search_max_chunks": exact_max})
+                update: dict[str, object] = {"exact_search_max_chunks": exact_max}
+                if weight is not None:
+                    update["search_learned_weight"] = weight
+                configured = settings.model_copy(update=update)
                 with Librarian(configured) as lib:
                     result = {
                         "chunks": size,
                         "exact_search_max_chunks": exact_max,
+                        "remembered": args.remembered,
+                        "search_learned_weight": configured.search_learned_weight,
                         "database": lib.engine.dialect.name,
                         "vectors": settings.resolved_vector_url.split(":")[0],
                         "build_seconds": round(build_seconds, 1),
                         "settle_seconds": round(settle_seconds, 1),
-                        **measure(lib, args.queries, seed=11 + run),
+                        # The same query texts for every configuration of a store size.
+                        **measure(lib, args.queries, seed=11 + run // len(learned_weights)),
                     }
                 print(json.dumps(result), flush=True)
 
