@@ -105,13 +105,16 @@ class LearnedRanking:
         if answered is None:
             return {}
         similarities = answered.vectors @ np.asarray(query_vector, dtype=np.float32)
-        keep = similarities >= self._min_similarity
-        nearest: dict[int, float] = {}
-        for document_id, similarity in zip(answered.documents[keep], similarities[keep], strict=True):
-            key = int(document_id)
-            if similarity > nearest.get(key, 0.0):
-                nearest[key] = float(similarity)
-        return nearest
+        keep = np.flatnonzero(similarities >= self._min_similarity)
+        if len(keep) == 0:
+            return {}
+        # Closest first, then the first row of each document is its best.
+        keep = keep[np.argsort(-similarities[keep], kind="stable")]
+        documents, first = np.unique(answered.documents[keep], return_index=True)
+        return {
+            int(document_id): float(similarities[keep[row]])
+            for document_id, row in zip(documents, first, strict=True)
+        }
 
     def rerank(
         self, organization_id: int, query_vector: Vector, fused: list[FusedHit], where: SearchFilter | None
@@ -189,60 +192,49 @@ class LearnedRanking:
     def _answered_of(self, organization_id: int) -> _Answered | None:
         """The organisation's remembered queries, read again only when its feedback changed.
 
-        New verdicts are appended (only their queries are embedded); a deletion (of a verdict or a
-        document) lowers the count below what was appended and reloads the whole set.
+        What changed is told by the count and last id of all the organisation's verdicts (an
+        index-only read). New verdicts are appended (only their queries are embedded); anything else
+        (a verdict deleted) reads the whole set again. A document deleted since the last read stays
+        in the set until then, harmlessly: it has no chunks left to raise or add.
         """
-        condition = and_(
-            KnowledgeFeedback.organization_id == organization_id,
-            KnowledgeFeedback.search_query.is_not(None),
-            positive_feedback(),
-            Document.deleted_at.is_(None),
-        )
+        ours = KnowledgeFeedback.organization_id == organization_id
         remembered = (
             select(KnowledgeFeedback.id, KnowledgeFeedback.document_id, KnowledgeFeedback.search_query)
             .join(Document, Document.id == KnowledgeFeedback.document_id)
-            .where(condition)
+            .where(
+                ours,
+                KnowledgeFeedback.search_query.is_not(None),
+                positive_feedback(),
+                Document.deleted_at.is_(None),
+            )
         )
         with self._lock:
             known = self._answered.get(organization_id)
         with self._sessions() as session:
             count, last_id = session.execute(
-                select(func.count(), func.coalesce(func.max(KnowledgeFeedback.id), 0))
-                .select_from(KnowledgeFeedback)
-                .join(Document, Document.id == KnowledgeFeedback.document_id)
-                .where(condition)
+                select(func.count(), func.coalesce(func.max(KnowledgeFeedback.id), 0)).where(ours)
             ).one()
             fingerprint = (int(count), int(last_id))
-            if count == 0:
-                answered = None
-            elif known is not None and known.fingerprint == fingerprint:
-                return known
-            elif known is not None and count > known.fingerprint[0]:
-                rows = session.execute(
-                    remembered.where(KnowledgeFeedback.id > known.fingerprint[1]).order_by(
-                        KnowledgeFeedback.id
-                    )
-                ).all()
-                appended = self._remembered(fingerprint, rows)
-                answered = (
-                    _Answered(
-                        fingerprint,
-                        np.concatenate([known.documents, appended.documents]),
-                        np.vstack([known.vectors, appended.vectors]),
-                    )
-                    if known.fingerprint[0] + len(rows) == count
-                    else None
+            if known is not None and known.fingerprint == fingerprint:
+                return known if len(known.documents) else None
+            newer_count = (
+                session.scalar(select(func.count()).where(ours, KnowledgeFeedback.id > known.fingerprint[1]))
+                if known is not None
+                else None
+            )
+            if known is not None and known.fingerprint[0] + (newer_count or 0) == count:
+                newer = remembered.where(KnowledgeFeedback.id > known.fingerprint[1])
+                appended = self._remembered(fingerprint, session.execute(newer).all())
+                answered = _Answered(
+                    fingerprint,
+                    np.concatenate([known.documents, appended.documents]),
+                    np.vstack([known.vectors, appended.vectors]),
                 )
-                if answered is None:  # something was also deleted: read everything
-                    answered = self._remembered(fingerprint, self._all_rows(session, remembered))
             else:
                 answered = self._remembered(fingerprint, self._all_rows(session, remembered))
         with self._lock:
-            if answered is None:
-                self._answered.pop(organization_id, None)
-            else:
-                self._answered[organization_id] = answered
-        return answered
+            self._answered[organization_id] = answered
+        return answered if len(answered.documents) else None
 
     @staticmethod
     def _all_rows(session: Session, remembered: _RememberedQuery) -> list[_RememberedRow]:
