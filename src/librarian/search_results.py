@@ -31,6 +31,8 @@ class SearchResult:
     lexical_score: float | None
     # The closest query this chunk's document was marked helpful for, when that raised it.
     learned_similarity: float | None = None
+    # The stored document the chunk belongs to: what feedback (record_knowledge_feedback) names.
+    document_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy."""
@@ -64,4 +66,5 @@ def search_result(
         vector_score=vector_score,
         lexical_score=lexical_score,
         learned_similarity=None if learned_similarity is None else round(learned_similarity, 4),
+        document_id=chunk.document_id,
     )

@@ -460,3 +460,13 @@ def test_verdicts_given_after_the_first_search_are_learned_without_forgetting_th
 
     assert set(remembered.nearest_documents(acme, embed(UNRELATED)[0])) == {store.ids["cert"]}
     assert set(remembered.nearest_documents(acme, embed(QUESTION)[0])) == {store.ids["vault"]}
+
+
+def test_the_document_id_of_a_search_result_is_what_feedback_takes(store: Store) -> None:
+    before = store.search(store.bob)
+    lower = before[2]
+    assert lower.document_id == store.ids[store.names([lower])[0]]
+
+    store.lib.knowledge.feedback(lower.document_id, "helpful", search_query=PARAPHRASE, principal=store.alice)
+
+    assert store.search(store.bob)[0].document_id == lower.document_id

@@ -191,6 +191,9 @@ class SearchHit(BaseModel):
         default=None,
         description="Similarity to a past query this result's document was marked helpful for.",
     )
+    document_id: int | None = Field(
+        default=None, description="The document holding the chunk (what feedback on it names)."
+    )
     truncated: bool = Field(default=False, description="The content was cut to fit the budget.")
 
 

@@ -296,7 +296,13 @@ def feedback(
     feedback_type: Annotated[str, typer.Argument(help="helpful, not_helpful, outdated or incorrect.")],
     rating: Annotated[int | None, typer.Option("--rating", help="1 to 5 stars.")] = None,
     comment: Annotated[str | None, typer.Option("--comment", help="Why.")] = None,
-    query: Annotated[str | None, typer.Option("--query", help="What you were looking for.")] = None,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            help="What you were looking for; with helpful (or 4-5 stars), similar searches rank it higher.",
+        ),
+    ] = None,
     used: Annotated[bool, typer.Option("--used", help="You acted on this document.")] = False,
     as_json: JsonOption = False,
 ) -> None:
