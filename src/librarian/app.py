@@ -210,6 +210,7 @@ class Librarian:
                     weight=self.settings.search_learned_weight,
                     min_similarity=self.settings.search_learned_min_similarity,
                 ),
+                active_index=self.vectors.active,
             )
         return self._retriever
 

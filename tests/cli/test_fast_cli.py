@@ -108,3 +108,28 @@ def test_the_server_file_goes_with_the_server(tmp_path: Path, served: Path) -> N
     while (served / FILE_NAME).exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not (served / FILE_NAME).exists() and running_server(served) is None
+
+
+def test_an_unexpected_failure_is_one_line_on_stderr_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import librarian.cli.main
+    from librarian.cli import fast
+
+    def broken() -> None:
+        raise TypeError("'ChunkedIteratorResult' object is not subscriptable")
+
+    monkeypatch.setenv("LIBRARIAN_NO_SERVER", "1")
+    monkeypatch.delenv("LIBRARIAN_TRACEBACK", raising=False)
+    monkeypatch.setattr(librarian.cli.main, "app", broken)
+
+    with pytest.raises(SystemExit) as exited:
+        fast.main()
+
+    err = capsys.readouterr().err
+    assert exited.value.code == 1
+    assert err.startswith("error: unexpected failure (TypeError: 'ChunkedIteratorResult'")
+    assert "LIBRARIAN_TRACEBACK=1" in err and "Traceback" not in err
+    monkeypatch.setenv("LIBRARIAN_TRACEBACK", "1")
+    with pytest.raises(TypeError):
+        fast.main()

@@ -51,7 +51,17 @@ def main() -> None:
             raise SystemExit(code)
     from librarian.cli.main import app
 
-    app()
+    try:
+        app()
+    except Exception as exc:  # a bug: say so in one line, never as a raw traceback
+        if os.environ.get("LIBRARIAN_TRACEBACK") == "1":
+            raise
+        sys.stderr.write(
+            f"error: unexpected failure ({type(exc).__name__}: {exc})\n"
+            "hint: this is a bug in Librarian; run again with LIBRARIAN_TRACEBACK=1 to see where, "
+            "and report it\n"
+        )
+        raise SystemExit(1) from None
 
 
 def answer_from_server(argv: list[str]) -> int | None:

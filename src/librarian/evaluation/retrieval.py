@@ -234,6 +234,8 @@ def _learn_and_measure(
                     was_used=True,
                 )
                 recorded += 1
+    # The fit a search would start in the background, run here first so the figures are repeatable.
+    fusion_weight = lib.retriever.fit_fusion_weight(lib.default_principal.organization_id)
     after = {query_id: ranking.rank(dataset.queries[query_id]) for query_id in test_ids}
     return {
         "split": SPLIT_RULE,
@@ -241,6 +243,7 @@ def _learn_and_measure(
         "queries_test": len(test_ids),
         "feedback_recorded": recorded,
         "weight": lib.settings.search_learned_weight,
+        "fusion_weight": fusion_weight,
         "min_similarity": lib.settings.search_learned_min_similarity,
         "cold": _scores(dataset, {query_id: cold[query_id] for query_id in test_ids}),
         "learned": _scores(dataset, after),

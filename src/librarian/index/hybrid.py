@@ -6,6 +6,8 @@ then reordered by what its documents answered before (:mod:`librarian.index.lear
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -14,9 +16,12 @@ from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.base import SearchFilter, Vector, VectorIndex
 from librarian.index.exact import ExactScopeSearch
 from librarian.index.fusion import FusedHit, exact_first, fuse
+from librarian.index.fusion_fit import Example, best_weight
 from librarian.index.identifiers import lookup_identifiers
 from librarian.index.learned import LearnedRanking
 from librarian.index.lexical import LexicalIndex
+
+logger = logging.getLogger(__name__)
 
 # A query identifier held by more chunks than this is common (``--help``): it changes nothing.
 EXACT_MAX_CHUNKS = 20
@@ -53,6 +58,7 @@ class HybridRetriever:
         candidates: int = 60,
         grants_of: GrantsOf | None = None,
         learned: LearnedRanking | None = None,
+        active_index: Callable[[], VectorIndex] | None = None,
     ) -> None:
         self._cache = cache
         self._lexical = lexical
@@ -61,7 +67,12 @@ class HybridRetriever:
         self._candidates = candidates
         self._grants_of = grants_of
         self._learned = learned
+        self._active_index = active_index
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="librarian-lexical")
+        # Fits of organisations' fusion weights run here, off the search path (index/fusion_fit.py).
+        self._fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="librarian-fusion-fit")
+        self._fitting: set[int] = set()
+        self._fitting_lock = threading.Lock()
 
     def retrieve(
         self,
@@ -81,8 +92,9 @@ class HybridRetriever:
         distinctive (at most :data:`EXACT_MAX_CHUNKS` chunks hold it).
 
         ``learned_for`` names the organisation whose readers' feedback reorders the candidates
-        (:mod:`librarian.index.learned`); ``None`` ranks by retrieval alone, as research does so
-        that its confidence model sees the scores it was fitted on.
+        (:mod:`librarian.index.learned`) and whose fitted fusion weight, if any, replaces the
+        configured one (:mod:`librarian.index.fusion_fit`); ``None`` ranks by retrieval alone, as
+        research does so that its confidence model sees the scores it was fitted on.
 
         The lexical query runs on a worker thread while this one embeds the query and searches
         vectors: both spend their time outside the GIL (SQLite, torch), so on two cores the slower
@@ -104,12 +116,95 @@ class HybridRetriever:
             )
             vector_hits = exact if exact is not None else self._vector_hits(vectors, query_vector, k, where)
         lexical_hits = lexical_future.result() if lexical_future is not None else []
-        fused = fuse(vector_hits, lexical_hits, self._vector_weight)
-        if learned_for is not None and self._learned is not None and self._learned.enabled:
-            fused = self._learned.rerank(learned_for, query_vector, fused, where)
+        learned = self._learned if learned_for is not None and self._learned is not None else None
+        weight = self._vector_weight
+        if learned is not None and learned.enabled and learned_for is not None:
+            weight = self._fusion_weight_for(learned, learned_for)
+        fused = fuse(vector_hits, lexical_hits, weight)
+        if learned is not None and learned.enabled and learned_for is not None:
+            fused = learned.rerank(learned_for, query_vector, fused, where)
         if exact_future is not None:
             fused = exact_first(fused, exact_future.result())
         return fused[:top_k]
+
+    def _fusion_weight_for(self, learned: LearnedRanking, organization_id: int) -> float:
+        """The organisation's fitted weight (else the configured one); starts a fit when one is due.
+
+        A configured weight of 0 or 1 (one retriever only) is an operator's choice and is kept.
+        """
+        if not 0 < self._vector_weight < 1 or self._active_index is None:
+            return self._vector_weight
+        if learned.needs_fit(organization_id):
+            with self._fitting_lock:
+                start = organization_id not in self._fitting
+                self._fitting.add(organization_id)
+            if start:
+                self._fitter.submit(self._fit_in_background, organization_id)
+        fitted = learned.fusion_weight(organization_id)
+        return self._vector_weight if fitted is None else fitted
+
+    def _fit_in_background(self, organization_id: int) -> None:
+        try:
+            self.fit_fusion_weight(organization_id)
+        except Exception:  # a fit is an optimisation: log it, keep searching with the configured weight
+            logger.exception("could not fit the fusion weight of organisation %s", organization_id)
+        finally:
+            with self._fitting_lock:
+                self._fitting.discard(organization_id)
+
+    def fit_fusion_weight(self, organization_id: int) -> float:
+        """Fit the organisation's fusion weight on its remembered verdicts now; returns the weight.
+
+        Each remembered query (the newest :data:`~librarian.index.fusion_fit.MAX_EXAMPLES`) is
+        retrieved by both retrievers as its author could read; the weight whose fusion ranks the
+        answered documents best is kept (:func:`~librarian.index.fusion_fit.best_weight`).
+        """
+        if self._learned is None or self._active_index is None:
+            return self._vector_weight
+        index = self._active_index()
+        remembered_count = self._learned.remembered_count(organization_id)
+        remembered = self._learned.fit_examples(organization_id)
+        k = self._candidates
+        vectors = self._cache.embed_documents([query for query, _, _ in remembered])
+        retrieved = []
+        for (query, document_id, grants), query_vector in zip(remembered, vectors, strict=True):
+            where = SearchFilter(access=grants)
+            retrieved.append(
+                (
+                    document_id,
+                    self._vector_hits(index, query_vector, k, where),
+                    self._lexical.query(query, k, where),
+                )
+            )
+        document_of = self._learned.documents_of_chunks(
+            [
+                chunk_id
+                for _, vector_hits, lexical_hits in retrieved
+                for chunk_id, _ in vector_hits + lexical_hits
+            ]
+        )
+        examples = [
+            Example(
+                vector_hits,
+                lexical_hits,
+                frozenset(
+                    chunk_id
+                    for chunk_id, _ in vector_hits + lexical_hits
+                    if document_of.get(chunk_id) == document_id
+                ),
+            )
+            for document_id, vector_hits, lexical_hits in retrieved
+        ]
+        examples = [example for example in examples if example.answer_chunks]
+        weight = best_weight(examples, self._vector_weight)
+        self._learned.remember_fit(organization_id, remembered_count, weight)
+        logger.info(
+            "fusion weight of organisation %s: %.2f from %d answered queries",
+            organization_id,
+            weight,
+            len(examples),
+        )
+        return weight
 
     def _exact_chunks(self, identifiers: list[str], where: SearchFilter | None) -> list[int]:
         """The chunks holding a distinctive identifier of the query (none for a common one)."""
@@ -143,5 +238,6 @@ class HybridRetriever:
         return vectors.query(query_vector, k, where)
 
     def close(self) -> None:
-        """Stop the worker thread."""
+        """Stop the worker threads."""
         self._worker.shutdown(wait=True)
+        self._fitter.shutdown(wait=True, cancel_futures=True)

@@ -38,6 +38,8 @@ from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.base import SearchFilter, Vector
 from librarian.index.exact import chunk_conditions
 from librarian.index.fusion import FusedHit
+from librarian.index.fusion_fit import MAX_EXAMPLES, MIN_EXAMPLES
+from librarian.knowledge.access import PUBLIC_GRANT
 from librarian.knowledge.models import KnowledgeFeedback
 from librarian.storage.models import Chunk, Document, EmbeddingCacheEntry
 
@@ -49,6 +51,9 @@ _MAX_REMEMBERED = 50_000
 # (feedback id, document id, query) rows, and the statement that reads them.
 _RememberedRow = Row[int, int, str | None]
 _RememberedQuery = Select[int, int, str | None]
+
+# A fitted fusion weight is fitted again once the remembered queries grew by a quarter.
+REFIT_GROWTH = 1.25
 
 # At most this many remembered documents no retriever ranked join one search (the closest first):
 # each costs a read of its chunks' vectors.
@@ -92,6 +97,8 @@ class LearnedRanking:
         self._weight = weight
         self._min_similarity = min_similarity
         self._answered: dict[int, _Answered] = {}
+        # Organisation -> (how many queries were remembered when it was fitted, its fusion weight).
+        self._fitted: dict[int, tuple[int, float]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -115,6 +122,74 @@ class LearnedRanking:
             int(document_id): float(similarities[keep[row]])
             for document_id, row in zip(documents, first, strict=True)
         }
+
+    def fusion_weight(self, organization_id: int) -> float | None:
+        """The weight fitted on the organisation's verdicts (:mod:`~librarian.index.fusion_fit`), if any."""
+        with self._lock:
+            fitted = self._fitted.get(organization_id)
+        return None if fitted is None else fitted[1]
+
+    def needs_fit(self, organization_id: int) -> bool:
+        """Whether the organisation has enough verdicts, and a quarter more than at its last fit."""
+        with self._lock:
+            answered = self._answered.get(organization_id)
+            fitted = self._fitted.get(organization_id)
+        remembered = 0 if answered is None else len(answered.documents)
+        if remembered < MIN_EXAMPLES:
+            return False
+        return fitted is None or remembered >= fitted[0] * REFIT_GROWTH
+
+    def remembered_count(self, organization_id: int) -> int:
+        """How many queries the organisation's readers marked answered (read from the store if changed)."""
+        answered = self._answered_of(organization_id)
+        return 0 if answered is None else len(answered.documents)
+
+    def remember_fit(self, organization_id: int, remembered: int, weight: float) -> None:
+        """Record the weight fitted when ``remembered`` queries were remembered."""
+        with self._lock:
+            self._fitted[organization_id] = (remembered, weight)
+
+    def fit_examples(self, organization_id: int) -> list[tuple[str, int, tuple[str, ...]]]:
+        """The newest distinct remembered (query, document id, its author's grants without teams).
+
+        A fit retrieves each query as its author would, minus team grants (a conservative view: a
+        team-only document is then simply not found, and that example counts for no weight).
+        """
+        with self._sessions() as session:
+            rows = session.execute(
+                select(
+                    KnowledgeFeedback.search_query, KnowledgeFeedback.document_id, KnowledgeFeedback.user_id
+                )
+                .join(Document, Document.id == KnowledgeFeedback.document_id)
+                .where(
+                    KnowledgeFeedback.organization_id == organization_id,
+                    KnowledgeFeedback.search_query.is_not(None),
+                    positive_feedback(),
+                    Document.deleted_at.is_(None),
+                )
+                .order_by(KnowledgeFeedback.id.desc())
+                .limit(4 * MAX_EXAMPLES)
+            ).all()
+        examples: dict[tuple[str, int], tuple[str, ...]] = {}
+        for query, document_id, user_id in rows:
+            text = str(query or "").strip()
+            if text and (text, document_id) not in examples:
+                grants = (PUBLIC_GRANT, f"org:{organization_id}", f"user:{user_id}")
+                examples[(text, int(document_id))] = grants
+            if len(examples) >= MAX_EXAMPLES:
+                break
+        return [(text, document_id, grants) for (text, document_id), grants in examples.items()]
+
+    def documents_of_chunks(self, chunk_ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id -> its document id."""
+        unique = list(dict.fromkeys(chunk_ids))
+        found: dict[int, int] = {}
+        with self._sessions() as session:
+            for start in range(0, len(unique), 500):
+                batch = unique[start : start + 500]
+                rows = session.execute(select(Chunk.id, Chunk.document_id).where(Chunk.id.in_(batch)))
+                found.update((int(chunk_id), int(document_id)) for chunk_id, document_id in rows)
+        return found
 
     def rerank(
         self, organization_id: int, query_vector: Vector, fused: list[FusedHit], where: SearchFilter | None
