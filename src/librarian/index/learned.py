@@ -17,6 +17,8 @@ that the search's filter (access included) lets through, so nothing becomes visi
 Scores are rescaled only when a result the caller may see was raised: a caller's scores never reveal
 feedback on documents it cannot read.
 
+The same verdicts also choose the organisation's fusion weight (:mod:`librarian.index.fusion_fit`).
+
 Negative verdicts are not used: a ``not_helpful`` vote lowers a document's usefulness score, but
 says nothing about which query it failed. The weight (1.0) and the similarity floor (0.3) were
 chosen on the learn halves alone of gorilla-torchhub and MetaTool (docs/benchmarks.md).
