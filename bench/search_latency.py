@@ -8,7 +8,7 @@ cache never helps).
     .venv/bin/python bench/search_latency.py --chunks 10000 --chunks 100000
 
 ``--remembered N`` first records N helpful verdicts with their queries (what learning from use reads,
-``index/learned.py``) spread over the store's documents, and ``--compare-learning`` then times the
+``knowledge/learned_search.py``) spread over the store's documents, and ``--compare-learning`` then times the
 same searches with learning off (``search_learned_weight=0``) and on, side by side.
 """
 

@@ -33,7 +33,6 @@ from librarian.index.base import SearchFilter, VectorStore
 from librarian.index.exact import ExactScopeSearch
 from librarian.index.factory import create_vector_store
 from librarian.index.hybrid import HybridRetriever
-from librarian.index.learned import LearnedRanking
 from librarian.index.lexical import create_lexical_index
 from librarian.index.manager import Progress, VectorIndexManager
 from librarian.ingest import connectors
@@ -52,6 +51,7 @@ from librarian.knowledge.access import (
     require_store_administrator,
 )
 from librarian.knowledge.identity import IdentityService
+from librarian.knowledge.learned_search import LearnedRanking
 from librarian.knowledge.service import KnowledgeService
 from librarian.llm import LLMClient, create_llm
 from librarian.research.error_evidence import AcceptorCache
@@ -559,7 +559,7 @@ class Librarian:
         ``exact_identifiers``, chunks holding a distinctive identifier of the query as written
         (an option, an error code, a dotted or snake_case name) come first, scored 1.0. With
         ``learned_from_use``, documents the caller's organisation marked helpful for a similar query
-        rank higher (:mod:`librarian.index.learned`; the ``search_learned_weight`` setting).
+        rank higher (:mod:`librarian.knowledge.learned_search`; the ``search_learned_weight`` setting).
 
         Raises:
             InvalidInputError: an empty query or a ``top_k`` outside 1..1000.

@@ -106,7 +106,7 @@ class Settings(BaseSettings):
         le=10.0,
         description=(
             "Weight of learning from use in search: documents whose readers marked them helpful for "
-            "a similar query rank higher (0 turns it off; docs/research.md)."
+            "a similar query rank higher (0 turns it off; docs/knowledge.md)."
         ),
     )
     search_learned_min_similarity: float = Field(

@@ -65,6 +65,6 @@ def search_result(
         attributes=dict(chunk.attributes or {}),
         vector_score=vector_score,
         lexical_score=lexical_score,
-        learned_similarity=None if learned_similarity is None else round(learned_similarity, 4),
+        learned_similarity=None if learned_similarity is None else round(learned_similarity, 2),
         document_id=chunk.document_id,
     )

@@ -2,7 +2,7 @@
 
 The corpus is written as Markdown files into a throwaway data directory and ingested with the normal
 pipeline; every query then goes through :meth:`Librarian.search`. A document's rank is the rank of
-its best chunk. Learning from use (``index/learned.py``) is measured on held-apart queries.
+its best chunk. Learning from use (``knowledge/learned_search.py``) is measured on held-apart queries.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def evaluate_retrieval(
     """Index the dataset in a throwaway store and return the metrics (percent) and latencies (ms).
 
     The top-level figures are every query, cold (nothing learned). With ``learn``, the queries are
-    also split by a hash of their id (:func:`~librarian.evaluation.tools.learn_half`): the learn half
+    also split by a hash of their id (:func:`~librarian.evaluation.split.learn_half`): the learn half
     is recorded as feedback (each query marked helpful on its relevant documents, as a reader who
     found the answer does), and ``learned`` reports the other half before and after, so learning
     from use is measured only on queries it never saw.

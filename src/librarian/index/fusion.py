@@ -20,7 +20,7 @@ class FusedHit:
     score: float
     vector_score: float | None
     lexical_score: float | None
-    # How close the query is to one this chunk's document answered before (index/learned.py).
+    # How close the query is to one this chunk's document answered before (knowledge/learned_search.py).
     learned_similarity: float | None = None
 
 

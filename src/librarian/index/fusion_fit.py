@@ -3,7 +3,7 @@
 How much to trust the vector retriever against the keyword one depends on the corpus: on the
 development sets, gorilla-torchhub's API records want a weight of about 0.3 and MetaTool's tool
 descriptions about 0.7, and nothing a query looks like tells the two apart (docs/benchmarks.md). An
-organisation's remembered verdicts (:mod:`librarian.index.learned`) are labelled queries of its own
+organisation's remembered verdicts (:mod:`librarian.knowledge.learned_search`) are labelled queries of its own
 corpus, so each candidate weight can be scored on them: every remembered query is retrieved once by
 both retrievers, the two lists are fused under each weight, and the weight whose fused ranking puts
 the answered document highest (mean reciprocal rank in the top 10) wins, if it beats the configured

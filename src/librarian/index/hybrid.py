@@ -1,7 +1,7 @@
 """Hybrid retrieval: the vector and lexical retrievers run with the same filter, then fuse.
 
 How the two lists become one is :mod:`librarian.index.fusion`; a search made for an organisation is
-then reordered by what its documents answered before (:mod:`librarian.index.learned`).
+then reordered by what its documents answered before (:mod:`librarian.knowledge.learned_search`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from typing import Protocol
 
 from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.base import SearchFilter, Vector, VectorIndex
@@ -18,10 +19,52 @@ from librarian.index.exact import ExactScopeSearch
 from librarian.index.fusion import FusedHit, exact_first, fuse
 from librarian.index.fusion_fit import Example, best_weight
 from librarian.index.identifiers import lookup_identifiers
-from librarian.index.learned import LearnedRanking
 from librarian.index.lexical import LexicalIndex
 
 logger = logging.getLogger(__name__)
+
+
+class LearnedRanking(Protocol):
+    """What search learns from readers' verdicts (:class:`librarian.knowledge.learned_search.LearnedRanking`).
+
+    A protocol, so retrieval does not reach into the knowledge feature's tables.
+    """
+
+    @property
+    def enabled(self) -> bool:
+        """False when learning from use is turned off."""
+        ...
+
+    def rerank(
+        self, organization_id: int, query_vector: Vector, fused: list[FusedHit], where: SearchFilter | None
+    ) -> list[FusedHit]:
+        """``fused`` rescored by what the organisation's verdicts say, best first."""
+        ...
+
+    def fusion_weight(self, organization_id: int) -> float | None:
+        """The organisation's fitted fusion weight, if any."""
+        ...
+
+    def needs_fit(self, organization_id: int) -> bool:
+        """Whether a fit of the organisation's fusion weight is due."""
+        ...
+
+    def remember_fit(self, organization_id: int, remembered: int | None, weight: float | None) -> None:
+        """Record a fit (``weight=None``: it failed)."""
+        ...
+
+    def remembered_count(self, organization_id: int) -> int:
+        """How many queries the organisation's readers marked answered."""
+        ...
+
+    def fit_examples(self, organization_id: int) -> list[tuple[str, int, tuple[str, ...]]]:
+        """The remembered (query, document id, grants to retrieve it with) to fit on."""
+        ...
+
+    def documents_of_chunks(self, chunk_ids: Sequence[int]) -> dict[int, int]:
+        """Chunk id -> its document id."""
+        ...
+
 
 # A query identifier held by more chunks than this is common (``--help``): it changes nothing.
 EXACT_MAX_CHUNKS = 20
@@ -92,7 +135,7 @@ class HybridRetriever:
         distinctive (at most :data:`EXACT_MAX_CHUNKS` chunks hold it).
 
         ``learned_for`` names the organisation whose readers' feedback reorders the candidates
-        (:mod:`librarian.index.learned`) and whose fitted fusion weight, if any, replaces the
+        (:mod:`librarian.knowledge.learned_search`) and whose fitted fusion weight, if any, replaces the
         configured one (:mod:`librarian.index.fusion_fit`); ``None`` ranks by retrieval alone, as
         research does so that its confidence model sees the scores it was fitted on.
 
@@ -116,16 +159,35 @@ class HybridRetriever:
             )
             vector_hits = exact if exact is not None else self._vector_hits(vectors, query_vector, k, where)
         lexical_hits = lexical_future.result() if lexical_future is not None else []
-        learned = self._learned if learned_for is not None and self._learned is not None else None
-        weight = self._vector_weight
-        if learned is not None and learned.enabled and learned_for is not None:
-            weight = self._fusion_weight_for(learned, learned_for)
-        fused = fuse(vector_hits, lexical_hits, weight)
-        if learned is not None and learned.enabled and learned_for is not None:
-            fused = learned.rerank(learned_for, query_vector, fused, where)
+        fused = self._fuse_for(learned_for, query_vector, vector_hits, lexical_hits, where)
         if exact_future is not None:
             fused = exact_first(fused, exact_future.result())
         return fused[:top_k]
+
+    def _fuse_for(
+        self,
+        organization_id: int | None,
+        query_vector: Vector,
+        vector_hits: list[tuple[int, float]],
+        lexical_hits: list[tuple[int, float]],
+        where: SearchFilter | None,
+    ) -> list[FusedHit]:
+        """The fused candidates, with what the organisation's verdicts taught when there is any.
+
+        Learning is an optimisation: if it fails (the store busy, the embedder unreachable while
+        loading the verdicts), the search answers with plain fusion and the failure is logged.
+        """
+        learned = self._learned
+        if organization_id is None or learned is None or not learned.enabled:
+            return fuse(vector_hits, lexical_hits, self._vector_weight)
+        try:
+            weight = self._fusion_weight_for(learned, organization_id)
+            return learned.rerank(
+                organization_id, query_vector, fuse(vector_hits, lexical_hits, weight), where
+            )
+        except Exception:
+            logger.exception("learning from use failed for organisation %s; plain fusion", organization_id)
+            return fuse(vector_hits, lexical_hits, self._vector_weight)
 
     def _fusion_weight_for(self, learned: LearnedRanking, organization_id: int) -> float:
         """The organisation's fitted weight (else the configured one); starts a fit when one is due.
@@ -139,7 +201,11 @@ class HybridRetriever:
                 start = organization_id not in self._fitting
                 self._fitting.add(organization_id)
             if start:
-                self._fitter.submit(self._fit_in_background, organization_id)
+                try:
+                    self._fitter.submit(self._fit_in_background, organization_id)
+                except RuntimeError:  # closed: this retriever is shutting down
+                    with self._fitting_lock:
+                        self._fitting.discard(organization_id)
         fitted = learned.fusion_weight(organization_id)
         return self._vector_weight if fitted is None else fitted
 
@@ -148,6 +214,8 @@ class HybridRetriever:
             self.fit_fusion_weight(organization_id)
         except Exception:  # a fit is an optimisation: log it, keep searching with the configured weight
             logger.exception("could not fit the fusion weight of organisation %s", organization_id)
+            if self._learned is not None:  # not again before enough new verdicts arrive
+                self._learned.remember_fit(organization_id, None, None)
         finally:
             with self._fitting_lock:
                 self._fitting.discard(organization_id)
@@ -155,11 +223,19 @@ class HybridRetriever:
     def fit_fusion_weight(self, organization_id: int) -> float:
         """Fit the organisation's fusion weight on its remembered verdicts now; returns the weight.
 
+        Without learning from use, or with a configured weight of 0 or 1, nothing is fitted and the
+        configured weight is returned.
+
         Each remembered query (the newest :data:`~librarian.index.fusion_fit.MAX_EXAMPLES`) is
         retrieved by both retrievers as its author could read; the weight whose fusion ranks the
         answered documents best is kept (:func:`~librarian.index.fusion_fit.best_weight`).
         """
-        if self._learned is None or self._active_index is None:
+        if (
+            self._learned is None
+            or not self._learned.enabled
+            or self._active_index is None
+            or not 0 < self._vector_weight < 1
+        ):
             return self._vector_weight
         index = self._active_index()
         remembered_count = self._learned.remembered_count(organization_id)

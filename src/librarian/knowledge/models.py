@@ -86,7 +86,7 @@ class KnowledgeFeedback(Base):
     __tablename__ = "knowledge_feedback"
     __table_args__ = (
         Index("ix_knowledge_feedback_document", "document_id", "created_at"),
-        # Search reads an organisation's helpful verdicts with their queries (index/learned.py).
+        # Search reads an organisation's helpful verdicts with their queries (knowledge/learned_search.py).
         Index("ix_knowledge_feedback_organization", "organization_id", "id"),
     )
 

@@ -45,21 +45,24 @@ from librarian.knowledge.access import PUBLIC_GRANT
 from librarian.knowledge.models import KnowledgeFeedback
 from librarian.storage.models import Chunk, Document, EmbeddingCacheEntry
 
-# A document's remembered queries are capped, newest first, so one popular page cannot make every
-# search of the organisation pay for thousands of near-duplicate questions.
-_MAX_REMEMBERED = 50_000
+# An organisation's remembered queries are capped (the newest are kept): every search of the
+# organisation scores all of them, about 3 ms at this size on one core.
+_MAX_REMEMBERED = 20_000
 
 
 # (feedback id, document id, query) rows, and the statement that reads them.
 _RememberedRow = Row[int, int, str | None]
 _RememberedQuery = Select[int, int, str | None]
 
-# A fitted fusion weight is fitted again once the remembered queries grew by a quarter.
-REFIT_GROWTH = 1.25
+# A fusion weight is fitted again once the remembered queries grew by a quarter, or by a quarter of
+# what a fit reads, whichever comes first.
+REFIT_GROWTH = 0.25
 
-# At most this many remembered documents no retriever ranked join one search (the closest first):
-# each costs a read of its chunks' vectors.
+# At most this many remembered documents no retriever ranked join one search (the closest of those
+# the search's filter lets through): each costs a read of its chunks' vectors.
 _MAX_ADDED = 10
+# How many of the closest remembered documents are checked against the filter to find them.
+_ADDED_CHECKED = 200
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,8 @@ class LearnedRanking:
         self._min_similarity = min_similarity
         self._answered: dict[int, _Answered] = {}
         # Organisation -> (how many queries were remembered when it was fitted, its fusion weight).
-        self._fitted: dict[int, tuple[int, float]] = {}
+        self._fitted: dict[int, tuple[int, float | None]] = {}
+        self._loading: dict[int, threading.Lock] = {}
         self._lock = threading.Lock()
 
     @property
@@ -132,22 +136,33 @@ class LearnedRanking:
         return None if fitted is None else fitted[1]
 
     def needs_fit(self, organization_id: int) -> bool:
-        """Whether the organisation has enough verdicts, and a quarter more than at its last fit."""
+        """Whether the organisation has enough verdicts, and enough new ones since its last fit."""
         with self._lock:
             answered = self._answered.get(organization_id)
             fitted = self._fitted.get(organization_id)
         remembered = 0 if answered is None else len(answered.documents)
         if remembered < MIN_EXAMPLES:
             return False
-        return fitted is None or remembered >= fitted[0] * REFIT_GROWTH
+        if fitted is None:
+            return True
+        growth = min(fitted[0] * REFIT_GROWTH, MAX_EXAMPLES * REFIT_GROWTH)
+        return remembered - fitted[0] >= max(growth, 1)
 
     def remembered_count(self, organization_id: int) -> int:
         """How many queries the organisation's readers marked answered (read from the store if changed)."""
         answered = self._answered_of(organization_id)
         return 0 if answered is None else len(answered.documents)
 
-    def remember_fit(self, organization_id: int, remembered: int, weight: float) -> None:
-        """Record the weight fitted when ``remembered`` queries were remembered."""
+    def remember_fit(self, organization_id: int, remembered: int | None, weight: float | None) -> None:
+        """Record the weight fitted when ``remembered`` queries were remembered.
+
+        ``remembered=None`` means as many as are loaded now; ``weight=None`` (a fit that failed)
+        keeps the configured weight until enough new verdicts call for another try.
+        """
+        if remembered is None:
+            with self._lock:
+                answered = self._answered.get(organization_id)
+            remembered = 0 if answered is None else len(answered.documents)
         with self._lock:
             self._fitted[organization_id] = (remembered, weight)
 
@@ -214,8 +229,12 @@ class LearnedRanking:
             missing = sorted(
                 (document_id for document_id in nearest if document_id not in present),
                 key=lambda document_id: -nearest[document_id],
-            )[:_MAX_ADDED]
-            added = self._best_chunks(session, missing, query_vector, where) if missing else {}
+            )[:_ADDED_CHECKED]
+            # The filter first, then the closest few: documents the search may not show must not
+            # take the places of those it may.
+            shown = self._passing(session, missing, where) if missing else set()
+            closest = [document_id for document_id in missing if document_id in shown][:_MAX_ADDED]
+            added = self._best_chunks(session, closest, query_vector, where) if closest else {}
         candidates = [
             replace(hit, learned_similarity=nearest.get(document_of.get(hit.chunk_id, -1))) for hit in fused
         ]
@@ -232,6 +251,14 @@ class LearnedRanking:
         ]
         rescored.sort(key=lambda hit: (-hit.score, hit.chunk_id))
         return rescored
+
+    @staticmethod
+    def _passing(session: Session, document_ids: list[int], where: SearchFilter | None) -> set[int]:
+        """Those of ``document_ids`` with a chunk ``where`` lets through (tags are checked later)."""
+        conditions: list[ColumnElement[bool]] = [Chunk.document_id.in_(document_ids)]
+        if where is not None:
+            conditions += chunk_conditions(where, session.get_bind().dialect.name)
+        return set(session.scalars(select(Chunk.document_id).where(and_(*conditions)).distinct()))
 
     def _best_chunks(
         self,
@@ -270,10 +297,18 @@ class LearnedRanking:
         """The organisation's remembered queries, read again only when its feedback changed.
 
         What changed is told by the count and last id of all the organisation's verdicts (an
-        index-only read). New verdicts are appended (only their queries are embedded); anything else
-        (a verdict deleted) reads the whole set again. A document deleted since the last read stays
-        in the set until then, harmlessly: it has no chunks left to raise or add.
+        index-only read). New verdicts are appended (only their queries are embedded) and the oldest
+        beyond :data:`_MAX_REMEMBERED` dropped; anything else (a verdict deleted) reads the whole set
+        again. A document deleted meanwhile stays in the set until such a full read, harmlessly (it
+        has no chunks left to raise or add); one restored comes back at the next full read. One
+        search per organisation loads at a time; the others wait for its result.
         """
+        with self._lock:
+            loading = self._loading.setdefault(organization_id, threading.Lock())
+        with loading:
+            return self._load_answered(organization_id)
+
+    def _load_answered(self, organization_id: int) -> _Answered | None:
         ours = KnowledgeFeedback.organization_id == organization_id
         remembered = (
             select(KnowledgeFeedback.id, KnowledgeFeedback.document_id, KnowledgeFeedback.search_query)
@@ -294,30 +329,35 @@ class LearnedRanking:
             fingerprint = (int(count), int(last_id))
             if known is not None and known.fingerprint == fingerprint:
                 return known if len(known.documents) else None
-            newer_count = (
-                session.scalar(select(func.count()).where(ours, KnowledgeFeedback.id > known.fingerprint[1]))
-                if known is not None
-                else None
-            )
-            if known is not None and known.fingerprint[0] + (newer_count or 0) == count:
-                newer = remembered.where(KnowledgeFeedback.id > known.fingerprint[1])
+            appended_only = False
+            if known is not None:
+                # Verdicts up to the fingerprint's last id only: one committed since is for the next read.
+                between = and_(KnowledgeFeedback.id > known.fingerprint[1], KnowledgeFeedback.id <= last_id)
+                newer_count = session.scalar(select(func.count()).where(ours, between)) or 0
+                appended_only = known.fingerprint[0] + newer_count == count
+            if known is not None and appended_only:
+                newer = remembered.where(between).order_by(KnowledgeFeedback.id)
                 appended = self._remembered(fingerprint, session.execute(newer).all())
                 answered = _Answered(
                     fingerprint,
-                    np.concatenate([known.documents, appended.documents]),
-                    np.vstack([known.vectors, appended.vectors]),
+                    np.concatenate([known.documents, appended.documents])[-_MAX_REMEMBERED:],
+                    np.vstack([known.vectors, appended.vectors])[-_MAX_REMEMBERED:],
                 )
             else:
-                answered = self._remembered(fingerprint, self._all_rows(session, remembered))
+                answered = self._remembered(fingerprint, self._all_rows(session, remembered, last_id))
         with self._lock:
             self._answered[organization_id] = answered
         return answered if len(answered.documents) else None
 
     @staticmethod
-    def _all_rows(session: Session, remembered: _RememberedQuery) -> list[_RememberedRow]:
-        """The newest :data:`_MAX_REMEMBERED` remembered queries."""
-        newest = remembered.order_by(KnowledgeFeedback.id.desc()).limit(_MAX_REMEMBERED)
-        return list(session.execute(newest).all())
+    def _all_rows(session: Session, remembered: _RememberedQuery, last_id: int) -> list[_RememberedRow]:
+        """The newest :data:`_MAX_REMEMBERED` remembered queries up to ``last_id``, oldest first."""
+        newest = (
+            remembered.where(KnowledgeFeedback.id <= last_id)
+            .order_by(KnowledgeFeedback.id.desc())
+            .limit(_MAX_REMEMBERED)
+        )
+        return list(reversed(session.execute(newest).all()))
 
     def _remembered(self, fingerprint: tuple[int, int], rows: Sequence[_RememberedRow]) -> _Answered:
         """The queries of ``rows`` embedded (through the embedding cache) beside their documents."""

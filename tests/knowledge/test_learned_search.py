@@ -1,4 +1,4 @@
-"""Learning from use (``index/learned.py``) on real storage: SQLite, embedded Chroma, the real model.
+"""Learning from use (``knowledge/learned_search.py``) on real storage: SQLite, embedded Chroma, the model.
 
 A few knowledge documents of two organisations are searched through ``Librarian.search``; readers
 give feedback through ``lib.knowledge.feedback`` with the ``search_query`` a document answered, and
@@ -18,9 +18,9 @@ import pytest
 from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.local import LocalMiniLMEmbedder
-from librarian.index.learned import LearnedRanking
 from librarian.knowledge.access import Principal
 from librarian.knowledge.documents import DocumentDraft
+from librarian.knowledge.learned_search import LearnedRanking
 from librarian.search_results import SearchResult
 
 # The question readers ask, a close paraphrase of it (what the feedback records), and one far from it.
@@ -470,3 +470,33 @@ def test_the_document_id_of_a_search_result_is_what_feedback_takes(store: Store)
     store.lib.knowledge.feedback(lower.document_id, "helpful", search_query=PARAPHRASE, principal=store.alice)
 
     assert store.search(store.bob)[0].document_id == lower.document_id
+
+
+def test_documents_the_caller_may_not_read_do_not_take_the_places_of_those_it_may(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import librarian.knowledge.learned_search as learned_search
+
+    monkeypatch.setattr(learned_search, "_MAX_ADDED", 1)  # one document may join a search
+    store = open_store(search_candidates=2)
+    assert not {"secret", "vault"} & set(store.names(store.search(store.bob, top_k=2)))
+    store.feedback("secret", store.alice, query=QUESTION)  # the closest, but bob may not read it
+    store.feedback("vault", store.alice, query=PARAPHRASE)
+
+    assert "vault" in store.names(store.search(store.bob, top_k=2))
+
+
+def test_a_failure_while_learning_leaves_the_search_to_plain_fusion(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.feedback("vault", store.alice)
+    plain = scored(store.search(store.bob, learned_from_use=False))
+    learned = store.lib.retriever._learned
+    assert learned is not None
+
+    def unavailable(*_: object, **__: object) -> list[object]:
+        raise RuntimeError("the embedder is unreachable")
+
+    monkeypatch.setattr(learned, "rerank", unavailable)
+
+    assert scored(store.search(store.bob)) == plain
