@@ -222,8 +222,11 @@ def test_requests_to_a_host_are_spaced_by_the_rate_limit(site: Site) -> None:
 
     times = [arrived for _, _, arrived in site.requests]
     assert len(times) >= 7
-    # 0.04 s apart when sent; the span (not each gap) is checked, so arrival jitter cannot flake it.
-    assert times[-1] - times[0] >= (len(times) - 1) * 0.04 - 0.015
+    # 0.04 s apart when sent; the span (not each gap) is checked, with a fifth of slack: the first
+    # request also opens the connection, and on a loaded machine it arrived 17 ms later than its
+    # send time while the last did not (CI, 2026-11-29: 0.383 s for 0.40). Without the limiter the
+    # whole crawl takes a few milliseconds.
+    assert times[-1] - times[0] >= (len(times) - 1) * 0.04 * 0.8
 
 
 def test_the_rate_limiter_waits_on_its_clock() -> None:
