@@ -254,11 +254,31 @@ class LearnedRanking:
 
     @staticmethod
     def _passing(session: Session, document_ids: list[int], where: SearchFilter | None) -> set[int]:
-        """Those of ``document_ids`` with a chunk ``where`` lets through (tags are checked later)."""
-        conditions: list[ColumnElement[bool]] = [Chunk.document_id.in_(document_ids)]
+        """Those of ``document_ids`` whose first chunk ``where`` lets through (tags are checked later).
+
+        A document's chunks share what a filter reads (SDK and version, labels, access grants: copies
+        of the document's and its source's), so its first chunk stands for all; reading every chunk
+        of a large page only to reject it cost more than the rest of the search.
+        """
+        first_chunk = (
+            select(Chunk.id)
+            .where(Chunk.document_id == Document.id)
+            .order_by(Chunk.id)
+            .limit(1)
+            .correlate(Document)
+            .scalar_subquery()
+        )
+        firsts = [
+            chunk_id
+            for chunk_id in session.scalars(select(first_chunk).where(Document.id.in_(document_ids)))
+            if chunk_id is not None
+        ]
+        if not firsts:
+            return set()
+        conditions: list[ColumnElement[bool]] = [Chunk.id.in_(firsts)]
         if where is not None:
             conditions += chunk_conditions(where, session.get_bind().dialect.name)
-        return set(session.scalars(select(Chunk.document_id).where(and_(*conditions)).distinct()))
+        return set(session.scalars(select(Chunk.document_id).where(and_(*conditions))))
 
     def _best_chunks(
         self,
