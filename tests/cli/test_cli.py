@@ -94,18 +94,28 @@ def test_errors_exit_1_with_a_message_on_stderr(tmp_path: Path) -> None:
     assert "--version needs --sdk" in no_sdk.stderr
 
 
+def write_beir(
+    dataset: Path, corpus: list[dict[str, str]], queries: dict[str, str], relevant: dict[str, str]
+) -> None:
+    """A BEIR folder: ``queries`` maps query id to text, ``relevant`` query id to its document."""
+    (dataset / "qrels").mkdir(parents=True)
+    (dataset / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus))
+    (dataset / "queries.jsonl").write_text(
+        "\n".join(json.dumps({"_id": query_id, "text": text}) for query_id, text in queries.items())
+    )
+    qrels = "".join(f"{query_id}\t{doc_id}\t1\n" for query_id, doc_id in relevant.items())
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+
+
 def test_eval_retrieval_reports_every_metric(tmp_path: Path) -> None:
     dataset = tmp_path / "beir"
-    (dataset / "qrels").mkdir(parents=True)
     corpus = [
         {"_id": "d1", "title": "weather", "text": "Forecast of rain and sunshine for a city."},
         {"_id": "d2", "title": "tax", "text": "Compute the sales tax of a purchase."},
         {"_id": "d3", "title": "flights", "text": "Book airline tickets between airports."},
     ]
-    queries = [{"_id": "q1", "text": "will it rain tomorrow"}, {"_id": "q2", "text": "sales tax on $500"}]
-    (dataset / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus))
-    (dataset / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
-    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    queries = {"q1": "will it rain tomorrow", "q2": "sales tax on $500"}
+    write_beir(dataset, corpus, queries, {"q1": "d1", "q2": "d2"})
 
     metrics = json.loads(run(tmp_path / "home", "eval", "retrieval", str(dataset), "--json").stdout)
 
@@ -119,19 +129,13 @@ def test_eval_retrieval_measures_learning_from_use_on_queries_it_never_saw(tmp_p
     # shares no word with it. The learn half (q4) marks the answer helpful; the test half (q1, a
     # paraphrase) is measured before and after.
     dataset = tmp_path / "beir"
-    (dataset / "qrels").mkdir(parents=True)
     corpus = [
         {"_id": "d1", "title": "badges", "text": "Badges are printed by the front desk on weekdays."},
         {"_id": "d2", "title": "procedure Z9", "text": "Open ticket type Z9 and wait for a new card."},
         {"_id": "d3", "title": "flights", "text": "Book airline tickets between airports."},
     ]
-    queries = [
-        {"_id": "q1", "text": "how can I get my badge reset"},
-        {"_id": "q4", "text": "how do I reset my badge"},
-    ]
-    (dataset / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus))
-    (dataset / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
-    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td2\t1\nq4\td2\t1\n")
+    queries = {"q1": "how can I get my badge reset", "q4": "how do I reset my badge"}
+    write_beir(dataset, corpus, queries, {"q1": "d2", "q4": "d2"})
     from librarian.evaluation.split import learn_half
 
     assert learn_half("q4") and not learn_half("q1")
