@@ -41,7 +41,9 @@ def register_knowledge_tools(server: MCPServer[Any], lib: Librarian) -> None:
             `results`: each with id, title, document_type, category, relevance_score, score,
             snippet and highlights ([start, end) of matched terms in the snippet), last_used,
             usefulness_score, flags (outdated / incorrect votes: double-check such a document) and
-            url. Read a whole document with get_document(id).
+            url. Read a whole document with get_document(id). When one answered your question,
+            record_knowledge_feedback(id, "helpful", search_query=query) makes it rank higher for
+            your organisation's similar searches.
         """
         with tool_errors():
             parsed = KnowledgeFilters.from_mapping(filters)

@@ -153,7 +153,11 @@ def create_mcp_server(lib: Librarian, policy: SourcePolicy | None = None) -> MCP
         Returns:
             `results`, each with `content`, `score`, `sdk_name`, `sdk_version`, `entity_name`,
             `section_path`, `source_url` (read the whole page with read_page), `last_fetched_at`,
-            `document_type`, `category`, `tags`; and `trimmed` (null when nothing was left out).
+            `document_type`, `category`, `tags`, `document_id`, and `learned_similarity` when a
+            similar question was answered by it before; and `trimmed` (null when nothing was left
+            out). When a result answered your question, record_knowledge_feedback(document_id,
+            "helpful", search_query=query) makes it rank higher for your organisation's similar
+            searches.
         """
 
         def searched() -> dict[str, Any]:
