@@ -12,9 +12,10 @@ weight by a margin. Fewer than :data:`MIN_EXAMPLES` verdicts keep the configured
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from librarian.index.base import SearchFilter, Vector
 from librarian.index.fusion import fuse
 
 CANDIDATE_WEIGHTS = (0.2, 0.35, 0.5, 0.65, 0.8)
@@ -24,6 +25,10 @@ MAX_EXAMPLES = 300
 # A weight must beat the configured one by this much mean reciprocal rank to replace it.
 MARGIN = 0.01
 DEPTH = 10
+
+Hits = list[tuple[int, float]]
+# Both retrievers' candidates for (query text, its vector, a filter): (vector hits, keyword hits).
+Retrieve = Callable[[str, Vector, SearchFilter], tuple[Hits, Hits]]
 
 
 @dataclass(frozen=True)

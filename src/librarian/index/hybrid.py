@@ -17,7 +17,7 @@ from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.base import SearchFilter, Vector, VectorIndex
 from librarian.index.exact import ExactScopeSearch
 from librarian.index.fusion import FusedHit, exact_first, fuse
-from librarian.index.fusion_fit import Example, best_weight
+from librarian.index.fusion_fit import Hits, Retrieve
 from librarian.index.identifiers import lookup_identifiers
 from librarian.index.lexical import LexicalIndex
 
@@ -49,20 +49,12 @@ class LearnedRanking(Protocol):
         """Whether a fit of the organisation's fusion weight is due."""
         ...
 
-    def remember_fit(self, organization_id: int, remembered: int | None, weight: float | None) -> None:
-        """Record a fit (``weight=None``: it failed)."""
+    def fit_fusion_weight(self, organization_id: int, retrieve: Retrieve, configured: float) -> float:
+        """Fit the organisation's fusion weight with ``retrieve`` (both retrievers' candidates); keep it."""
         ...
 
-    def remembered_count(self, organization_id: int) -> int:
-        """How many queries the organisation's readers marked answered."""
-        ...
-
-    def fit_examples(self, organization_id: int) -> list[tuple[str, int, tuple[str, ...]]]:
-        """The remembered (query, document id, grants to retrieve it with) to fit on."""
-        ...
-
-    def documents_of_chunks(self, chunk_ids: Sequence[int]) -> dict[int, int]:
-        """Chunk id -> its document id."""
+    def fit_failed(self, organization_id: int) -> None:
+        """Keep the configured weight until enough new verdicts call for another try."""
         ...
 
 
@@ -215,7 +207,7 @@ class HybridRetriever:
         except Exception:  # a fit is an optimisation: log it, keep searching with the configured weight
             logger.exception("could not fit the fusion weight of organisation %s", organization_id)
             if self._learned is not None:  # not again before enough new verdicts arrive
-                self._learned.remember_fit(organization_id, None, None)
+                self._learned.fit_failed(organization_id)
         finally:
             with self._fitting_lock:
                 self._fitting.discard(organization_id)
@@ -226,9 +218,8 @@ class HybridRetriever:
         Without learning from use, or with a configured weight of 0 or 1, nothing is fitted and the
         configured weight is returned.
 
-        Each remembered query (the newest :data:`~librarian.index.fusion_fit.MAX_EXAMPLES`) is
-        retrieved by both retrievers as its author could read; the weight whose fusion ranks the
-        answered documents best is kept (:func:`~librarian.index.fusion_fit.best_weight`).
+        The remembered queries are retrieved by both retrievers here; which weight ranks their
+        answers best is the learned ranking's to say (``LearnedRanking.fit_fusion_weight``).
         """
         if (
             self._learned is None
@@ -238,48 +229,13 @@ class HybridRetriever:
         ):
             return self._vector_weight
         index = self._active_index()
-        remembered_count = self._learned.remembered_count(organization_id)
-        remembered = self._learned.fit_examples(organization_id)
         k = self._candidates
-        vectors = self._cache.embed_documents([query for query, _, _ in remembered])
-        retrieved = []
-        for (query, document_id, grants), query_vector in zip(remembered, vectors, strict=True):
-            where = SearchFilter(access=grants)
-            retrieved.append(
-                (
-                    document_id,
-                    self._vector_hits(index, query_vector, k, where),
-                    self._lexical.query(query, k, where),
-                )
-            )
-        document_of = self._learned.documents_of_chunks(
-            [
-                chunk_id
-                for _, vector_hits, lexical_hits in retrieved
-                for chunk_id, _ in vector_hits + lexical_hits
-            ]
-        )
-        examples = [
-            Example(
-                vector_hits,
-                lexical_hits,
-                frozenset(
-                    chunk_id
-                    for chunk_id, _ in vector_hits + lexical_hits
-                    if document_of.get(chunk_id) == document_id
-                ),
-            )
-            for document_id, vector_hits, lexical_hits in retrieved
-        ]
-        examples = [example for example in examples if example.answer_chunks]
-        weight = best_weight(examples, self._vector_weight)
-        self._learned.remember_fit(organization_id, remembered_count, weight)
-        logger.info(
-            "fusion weight of organisation %s: %.2f from %d answered queries",
-            organization_id,
-            weight,
-            len(examples),
-        )
+
+        def retrieve(query: str, query_vector: Vector, where: SearchFilter) -> tuple[Hits, Hits]:
+            return self._vector_hits(index, query_vector, k, where), self._lexical.query(query, k, where)
+
+        weight = self._learned.fit_fusion_weight(organization_id, retrieve, self._vector_weight)
+        logger.info("fusion weight of organisation %s: %.2f", organization_id, weight)
         return weight
 
     def _exact_chunks(self, identifiers: list[str], where: SearchFilter | None) -> list[int]:

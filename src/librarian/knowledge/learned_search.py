@@ -40,19 +40,20 @@ from librarian.embeddings.cache import EmbeddingCache
 from librarian.index.base import SearchFilter, Vector
 from librarian.index.exact import chunk_conditions
 from librarian.index.fusion import FusedHit
-from librarian.index.fusion_fit import MAX_EXAMPLES, MIN_EXAMPLES
+from librarian.index.fusion_fit import MAX_EXAMPLES, MIN_EXAMPLES, Example, Retrieve, best_weight
 from librarian.knowledge.access import PUBLIC_GRANT
 from librarian.knowledge.models import KnowledgeFeedback
-from librarian.storage.models import Chunk, Document, EmbeddingCacheEntry
+from librarian.storage import repository
+from librarian.storage.models import Chunk, Document
 
 # An organisation's remembered queries are capped (the newest are kept): every search of the
 # organisation scores all of them, about 3 ms at this size on one core.
 _MAX_REMEMBERED = 20_000
 
 
-# (feedback id, document id, query) rows, and the statement that reads them.
-_RememberedRow = Row[int, int, str | None]
-_RememberedQuery = Select[int, int, str | None]
+# (feedback id, document id, query, author) rows, and the statement that reads them.
+_RememberedRow = Row[int, int, str | None, int]
+_RememberedQuery = Select[int, int, str | None, int]
 
 # A fusion weight is fitted again once the remembered queries grew by a quarter, or by a quarter of
 # what a fit reads, whichever comes first.
@@ -83,6 +84,26 @@ def positive_feedback() -> ColumnElement[bool]:
     return or_(
         KnowledgeFeedback.rating >= 4,
         and_(KnowledgeFeedback.rating.is_(None), KnowledgeFeedback.feedback_type == "helpful"),
+    )
+
+
+def remembered_verdicts(organization_id: int) -> Select[int, int, str | None, int]:
+    """(feedback id, document id, query, author) of the organisation's verdicts that search learns from:
+    positive, with the query they answered, on a document not deleted."""
+    return (
+        select(
+            KnowledgeFeedback.id,
+            KnowledgeFeedback.document_id,
+            KnowledgeFeedback.search_query,
+            KnowledgeFeedback.user_id,
+        )
+        .join(Document, Document.id == KnowledgeFeedback.document_id)
+        .where(
+            KnowledgeFeedback.organization_id == organization_id,
+            KnowledgeFeedback.search_query.is_not(None),
+            positive_feedback(),
+            Document.deleted_at.is_(None),
+        )
     )
 
 
@@ -148,47 +169,62 @@ class LearnedRanking:
         growth = min(fitted[0] * REFIT_GROWTH, MAX_EXAMPLES * REFIT_GROWTH)
         return remembered - fitted[0] >= max(growth, 1)
 
-    def remembered_count(self, organization_id: int) -> int:
-        """How many queries the organisation's readers marked answered (read from the store if changed)."""
-        answered = self._answered_of(organization_id)
-        return 0 if answered is None else len(answered.documents)
+    def fit_fusion_weight(self, organization_id: int, retrieve: Retrieve, configured: float) -> float:
+        """Fit the organisation's fusion weight on its remembered verdicts; returns and keeps it.
 
-    def remember_fit(self, organization_id: int, remembered: int | None, weight: float | None) -> None:
-        """Record the weight fitted when ``remembered`` queries were remembered.
-
-        ``remembered=None`` means as many as are loaded now; ``weight=None`` (a fit that failed)
-        keeps the configured weight until enough new verdicts call for another try.
+        Each of the newest distinct remembered queries (:data:`~librarian.index.fusion_fit.MAX_EXAMPLES`)
+        is retrieved by ``retrieve`` as its author could read, minus team grants (a conservative
+        view: a team-only document is then not found, and that example counts for no weight); the
+        weight whose fusion ranks the answered documents best is kept
+        (:func:`~librarian.index.fusion_fit.best_weight`).
         """
-        if remembered is None:
-            with self._lock:
-                answered = self._answered.get(organization_id)
-            remembered = 0 if answered is None else len(answered.documents)
+        answered = self._answered_of(organization_id)
+        remembered = 0 if answered is None else len(answered.documents)
+        queries = self._fit_queries(organization_id)
+        vectors = self._cache.embed_documents([query for query, _, _ in queries])
+        retrieved = [
+            (document_id, *retrieve(query, vector, SearchFilter(access=grants)))
+            for (query, document_id, grants), vector in zip(queries, vectors, strict=True)
+        ]
+        with self._sessions() as session:
+            document_of = repository.chunk_documents(
+                session,
+                [
+                    chunk_id
+                    for _, vector_hits, lexical_hits in retrieved
+                    for chunk_id, _ in vector_hits + lexical_hits
+                ],
+            )
+        examples = [
+            Example(
+                vector_hits,
+                lexical_hits,
+                frozenset(
+                    chunk_id
+                    for chunk_id, _ in vector_hits + lexical_hits
+                    if document_of.get(chunk_id) == document_id
+                ),
+            )
+            for document_id, vector_hits, lexical_hits in retrieved
+        ]
+        weight = best_weight([example for example in examples if example.answer_chunks], configured)
         with self._lock:
             self._fitted[organization_id] = (remembered, weight)
+        return weight
 
-    def fit_examples(self, organization_id: int) -> list[tuple[str, int, tuple[str, ...]]]:
-        """The newest distinct remembered (query, document id, its author's grants without teams).
+    def fit_failed(self, organization_id: int) -> None:
+        """Keep the configured weight until enough new verdicts call for another try."""
+        with self._lock:
+            answered = self._answered.get(organization_id)
+            self._fitted[organization_id] = (0 if answered is None else len(answered.documents), None)
 
-        A fit retrieves each query as its author would, minus team grants (a conservative view: a
-        team-only document is then simply not found, and that example counts for no weight).
-        """
+    def _fit_queries(self, organization_id: int) -> list[tuple[str, int, tuple[str, ...]]]:
+        """The newest distinct remembered (query, document id, its author's grants without teams)."""
+        newest = remembered_verdicts(organization_id).order_by(KnowledgeFeedback.id.desc())
         with self._sessions() as session:
-            rows = session.execute(
-                select(
-                    KnowledgeFeedback.search_query, KnowledgeFeedback.document_id, KnowledgeFeedback.user_id
-                )
-                .join(Document, Document.id == KnowledgeFeedback.document_id)
-                .where(
-                    KnowledgeFeedback.organization_id == organization_id,
-                    KnowledgeFeedback.search_query.is_not(None),
-                    positive_feedback(),
-                    Document.deleted_at.is_(None),
-                )
-                .order_by(KnowledgeFeedback.id.desc())
-                .limit(4 * MAX_EXAMPLES)
-            ).all()
+            rows = session.execute(newest.limit(4 * MAX_EXAMPLES)).all()
         examples: dict[tuple[str, int], tuple[str, ...]] = {}
-        for query, document_id, user_id in rows:
+        for _, document_id, query, user_id in rows:
             text = str(query or "").strip()
             if text and (text, document_id) not in examples:
                 grants = (PUBLIC_GRANT, f"org:{organization_id}", f"user:{user_id}")
@@ -196,17 +232,6 @@ class LearnedRanking:
             if len(examples) >= MAX_EXAMPLES:
                 break
         return [(text, document_id, grants) for (text, document_id), grants in examples.items()]
-
-    def documents_of_chunks(self, chunk_ids: Sequence[int]) -> dict[int, int]:
-        """Chunk id -> its document id."""
-        unique = list(dict.fromkeys(chunk_ids))
-        found: dict[int, int] = {}
-        with self._sessions() as session:
-            for start in range(0, len(unique), 500):
-                batch = unique[start : start + 500]
-                rows = session.execute(select(Chunk.id, Chunk.document_id).where(Chunk.id.in_(batch)))
-                found.update((int(chunk_id), int(document_id)) for chunk_id, document_id in rows)
-        return found
 
     def rerank(
         self, organization_id: int, query_vector: Vector, fused: list[FusedHit], where: SearchFilter | None
@@ -220,11 +245,7 @@ class LearnedRanking:
         if not nearest:
             return fused
         with self._sessions() as session:
-            document_of = dict(
-                session.execute(
-                    select(Chunk.id, Chunk.document_id).where(Chunk.id.in_([hit.chunk_id for hit in fused]))
-                ).all()
-            )
+            document_of = repository.chunk_documents(session, [hit.chunk_id for hit in fused])
             present = set(document_of.values())
             missing = sorted(
                 (document_id for document_id in nearest if document_id not in present),
@@ -292,23 +313,17 @@ class LearnedRanking:
         if where is not None:
             conditions += chunk_conditions(where, session.get_bind().dialect.name)
         rows = session.execute(
-            select(Chunk.id, Chunk.document_id, Chunk.tags, EmbeddingCacheEntry.vector)
-            .join(
-                EmbeddingCacheEntry,
-                and_(
-                    EmbeddingCacheEntry.content_hash == Chunk.content_hash,
-                    EmbeddingCacheEntry.model_version == self._cache.embedder.model_version,
-                ),
-            )
-            .where(and_(*conditions))
+            select(Chunk.id, Chunk.document_id, Chunk.tags, Chunk.content_hash).where(and_(*conditions))
         ).all()
         wanted_tags = set(where.tags) if where is not None else set()
+        rows = [row for row in rows if not wanted_tags or wanted_tags <= set(row.tags or ())]
+        vectors = self._cache.lookup([row.content_hash for row in rows])
         query = np.asarray(query_vector, dtype=np.float32)
         best: dict[int, tuple[int, float]] = {}
-        for chunk_id, document_id, tags, blob in rows:
-            if wanted_tags and not wanted_tags <= set(tags or ()):
+        for chunk_id, document_id, _, digest in rows:
+            if digest not in vectors:
                 continue
-            similarity = float(np.frombuffer(blob, dtype=np.float32) @ query)
+            similarity = float(vectors[digest] @ query)
             if document_id not in best or similarity > best[document_id][1]:
                 best[document_id] = (chunk_id, similarity)
         return best
@@ -330,16 +345,6 @@ class LearnedRanking:
 
     def _load_answered(self, organization_id: int) -> _Answered | None:
         ours = KnowledgeFeedback.organization_id == organization_id
-        remembered = (
-            select(KnowledgeFeedback.id, KnowledgeFeedback.document_id, KnowledgeFeedback.search_query)
-            .join(Document, Document.id == KnowledgeFeedback.document_id)
-            .where(
-                ours,
-                KnowledgeFeedback.search_query.is_not(None),
-                positive_feedback(),
-                Document.deleted_at.is_(None),
-            )
-        )
         with self._lock:
             known = self._answered.get(organization_id)
         with self._sessions() as session:
@@ -349,6 +354,7 @@ class LearnedRanking:
             fingerprint = (int(count), int(last_id))
             if known is not None and known.fingerprint == fingerprint:
                 return known if len(known.documents) else None
+            remembered = remembered_verdicts(organization_id)
             appended_only = False
             if known is not None:
                 # Verdicts up to the fingerprint's last id only: one committed since is for the next read.

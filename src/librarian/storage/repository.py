@@ -399,6 +399,18 @@ def chunk_grants(session: Session, ids: Sequence[int]) -> dict[int, list[str]]:
     return found
 
 
+def chunk_documents(session: Session, ids: Sequence[int]) -> dict[int, int]:
+    """The document of each chunk by primary key; ids that no longer exist are left out."""
+    unique = list(dict.fromkeys(ids))
+    found: dict[int, int] = {}
+    for start in range(0, len(unique), 500):
+        rows = session.execute(
+            select(Chunk.id, Chunk.document_id).where(Chunk.id.in_(unique[start : start + 500]))
+        )
+        found.update((int(chunk_id), int(document_id)) for chunk_id, document_id in rows)
+    return found
+
+
 def store_statistics(session: Session) -> dict[str, Any]:
     """Counts of sources, documents, versions and chunks, and chunks per SDK version."""
     per_sdk = session.execute(
