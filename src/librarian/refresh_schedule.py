@@ -41,7 +41,8 @@ def set_refresh_interval(
     Returns the updated sources.
 
     Raises:
-        InvalidInputError: ``seconds`` below 60 (the scheduler is not a busy loop).
+        InvalidInputError: ``seconds`` below :data:`~librarian.refresh.MIN_INTERVAL_SECONDS` (the
+            scheduler is not a busy loop).
         NotFoundError: nothing ``principal`` may refresh matches ``selector``.
         ForbiddenError: ``principal``'s token lacks the ``write`` scope.
     """
