@@ -8,6 +8,10 @@ embedding included; query texts are unique, so the query-embedding cache never h
 call loads the incident matrix from the store; it is reported apart (``load_seconds``).
 
     .venv/bin/python -m bench.incident_latency --incidents 50000 --queries 300
+
+``--reuse`` measures the incidents an earlier run left in ``--database-url`` again; with
+``--compare-encoders`` each query is also timed on a second store handle whose embedder loaded
+PyTorch first, as ``librarian serve`` does, alternating with the NumPy-embedded one query by query.
 """
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from sqlalchemy import func, select
 
 from bench.incident_quality import DATA, _fill
 from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.cache import content_hash
+from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.incidents.models import Incident
 from librarian.incidents.signature import ProblemSignature
 from librarian.knowledge.access import Principal, object_grants
@@ -94,6 +101,31 @@ def build(lib: Librarian, incidents: int, seed: int = 7) -> float:
     return time.perf_counter() - started
 
 
+def queries(kinds: list[dict[str, Any]], count: int) -> list[tuple[str, ProblemSignature]]:
+    """``count`` unique questions: a description, one symptom, an error with fresh identifiers and
+    (every other query) a service."""
+    rng = random.Random(11)
+    made = []
+    for number in range(count):
+        kind, service = rng.choice(kinds), f"service{rng.randrange(300)}"
+        signature = ProblemSignature(
+            symptoms=tuple(kind["symptoms"][:1]),
+            error_messages=(_fill(kind["error"], service, rng),),
+            affected_services=(service,) if number % 2 else (),
+        )
+        made.append((f"{rng.choice(kind['descriptions'])} ({number})", signature))
+    return made
+
+
+def summary(latencies: list[float]) -> dict[str, float]:
+    latencies = sorted(latencies)
+    return {
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
+        "mean_ms": round(statistics.fmean(latencies), 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -101,33 +133,51 @@ def main() -> None:
     parser.add_argument("--incidents", type=int, default=50_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--database-url", default=None, help="default: SQLite in a temporary folder")
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure the incidents already in --database-url again"
+    )
+    parser.add_argument(
+        "--compare-encoders",
+        action="store_true",
+        help="time each query twice, alternating: queries embedded by NumPy, and by PyTorch warmed up "
+        "as `librarian serve` does",
+    )
     args = parser.parse_args()
     kinds = load_yaml(DATA.read_text(encoding="utf-8"), str(DATA))["families"]["kinds"]
     with tempfile.TemporaryDirectory(prefix="librarian-bench-") as home:
         settings = Settings(home=Path(home), database_url=args.database_url)
         with Librarian(settings) as lib:
-            build_seconds = build(lib, args.incidents)
-        with Librarian(settings) as lib:
+            with lib.sessions() as session:
+                stored = int(session.scalar(select(func.count()).select_from(Incident)) or 0)
+            if args.reuse and stored != args.incidents:
+                parser.error(f"--reuse: the database holds {stored} incidents, not {args.incidents}")
+            if not args.reuse and stored:
+                parser.error(f"the database already holds {stored} incidents: use --reuse or a fresh one")
+            build_seconds = 0.0 if args.reuse else build(lib, args.incidents)
+        with Librarian(settings) as lib, Librarian(settings) as warmed:
             member = Principal(organization_id=2, user_id=21)
             lib.cache.embed_query("warm up the model")
             started = time.perf_counter()
             lib.incidents.find_similar(member, "warm up the matrix")
             load_seconds = time.perf_counter() - started
-            rng = random.Random(11)
-            latencies, returned = [], []
-            for number in range(args.queries):
-                kind, service = rng.choice(kinds), f"service{rng.randrange(300)}"
-                signature = ProblemSignature(
-                    symptoms=tuple(kind["symptoms"][:1]),
-                    error_messages=(_fill(kind["error"], service, rng),),
-                    affected_services=(service,) if number % 2 else (),
-                )
-                description = f"{rng.choice(kind['descriptions'])} ({number})"
-                started = time.perf_counter()
-                found = lib.incidents.find_similar(member, description, signature=signature, limit=5)
-                latencies.append((time.perf_counter() - started) * 1000)
-                returned.append(len(found))
-            latencies.sort()
+            variants = {"numpy_queries": lib}
+            if args.compare_encoders:
+                assert isinstance(warmed.cache.embedder, LocalMiniLMEmbedder)
+                warmed.cache.embedder.warm_up_in_background().join()
+                warmed.incidents.find_similar(member, "warm up the matrix")
+                variants["pytorch_queries"] = warmed
+            latencies: dict[str, list[float]] = {name: [] for name in variants}
+            returned = []
+            for number, (description, signature) in enumerate(queries(kinds, args.queries)):
+                order = list(variants.items()) if number % 2 == 0 else list(reversed(variants.items()))
+                for name, each in order:
+                    started = time.perf_counter()
+                    found = each.incidents.find_similar(
+                        member, f"{description} {name}", signature=signature, limit=5
+                    )
+                    latencies[name].append((time.perf_counter() - started) * 1000)
+                    returned.append(len(found))
+            figures = {name: summary(values) for name, values in latencies.items()}
             print(
                 json.dumps(
                     {
@@ -135,9 +185,8 @@ def main() -> None:
                         "database": lib.engine.dialect.name,
                         "build_seconds": round(build_seconds, 1),
                         "load_seconds": round(load_seconds, 2),
-                        "p50_ms": round(statistics.median(latencies), 2),
-                        "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
-                        "mean_ms": round(statistics.fmean(latencies), 2),
+                        **figures["numpy_queries"],
+                        **({"by_encoder": figures} if args.compare_encoders else {}),
                         "mean_results": round(statistics.fmean(returned), 2),
                     }
                 ),

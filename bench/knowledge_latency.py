@@ -15,7 +15,9 @@ query-embedding cache never helps either side.
     .venv/bin/python -m bench.knowledge_latency --chunks 100000 --queries 300
 
 With ``--reuse`` a store this benchmark built before in the same database (PostgreSQL) is measured
-again instead of building another (about ten minutes at 100,000 chunks on pgvector).
+again instead of building another (about ten minutes at 100,000 chunks on pgvector). With
+``--compare-encoders`` both searches with access control are also timed on a second store handle
+whose embedder loaded PyTorch first, as ``librarian serve`` does.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from bench.search_latency import QUERY_WORDS, vocabulary, wait_until_idle
 from librarian.app import Librarian
 from librarian.config import Settings
 from librarian.embeddings.cache import content_hash
+from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.index.base import VectorMetadata, VectorRecord
 from librarian.index.scope import scope_tokens
 from librarian.knowledge.access import Principal, object_grants
@@ -206,6 +209,12 @@ def main() -> None:
         action="store_true",
         help="measure the store an earlier run built in --database-url (and --vector-url) again",
     )
+    parser.add_argument(
+        "--compare-encoders",
+        action="store_true",
+        help="also time both searches with access control on a store handle whose embedder loaded "
+        "PyTorch first, as `librarian serve` does (the other calls embed queries with NumPy)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="librarian-bench-") as home:
         settings = Settings(home=Path(home), database_url=args.database_url, vector_url=args.vector_url)
@@ -215,12 +224,25 @@ def main() -> None:
                 parser.error(f"--reuse: the database holds {found} benchmark chunks, not {args.chunks}")
             build_seconds, member = (0.0, MEMBER) if args.reuse else build(lib, args.chunks)
             settle_seconds = wait_until_idle()
-        with Librarian(settings) as lib:
+        with Librarian(settings) as lib, Librarian(settings) as warmed:
             everyone = Principal(organization_id=2, user_id=21, team_ids=frozenset({3}), sees_everything=True)
             lib.knowledge.search("warm up the model", principal=member)
             lib.knowledge.search("warm up the model again", principal=everyone)
+            on_pytorch: list[tuple[str, Callable[[str], object]]] = []
+            if args.compare_encoders:
+                assert isinstance(warmed.cache.embedder, LocalMiniLMEmbedder)
+                warmed.cache.embedder.warm_up_in_background().join()
+                warmed.knowledge.search("warm up the model", principal=member)
+                on_pytorch = [
+                    (
+                        "search_knowledge_acl_pytorch",
+                        lambda q: warmed.knowledge.search(q, limit=10, principal=member),
+                    ),
+                    ("chunk_search_acl_pytorch", lambda q: warmed.search(q, top_k=10, principal=member)),
+                ]
             results = timed(
                 [
+                    *on_pytorch,
                     ("search_knowledge_acl", lambda q: lib.knowledge.search(q, limit=10, principal=member)),
                     (
                         "search_knowledge_no_acl",

@@ -78,6 +78,14 @@ class Settings(BaseSettings):
             "PyTorch (same vectors, seconds less start-up); false runs everything on PyTorch."
         ),
     )
+    embedding_server_warm_up: bool = Field(
+        default=True,
+        description=(
+            "`librarian serve` loads PyTorch in the background at start, and the local model then "
+            "embeds queries with it (faster per query than NumPy; PyTorch costs memory, see "
+            "docs/benchmarks.md). False leaves a server's queries on NumPy until an ingest loads PyTorch."
+        ),
+    )
     embedding_timeout_seconds: float = Field(
         default=60.0, gt=0, description="Timeout of one request to a remote embeddings endpoint."
     )

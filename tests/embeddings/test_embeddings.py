@@ -15,6 +15,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 from pydantic import SecretStr
+from sqlalchemy.orm import sessionmaker
 
 from librarian.config import Settings
 from librarian.embeddings import local as local_embedder
@@ -97,6 +98,32 @@ def test_a_query_never_loads_pytorch() -> None:
     assert done.stdout.split() == ["False", "False"], done.stderr
 
 
+def test_a_warmed_up_embedder_moves_queries_to_pytorch_without_ever_making_them_wait(
+    tmp_path: Path,
+) -> None:
+    """A server's warm-up: queries go on with NumPy while PyTorch loads, then run on PyTorch."""
+    fresh = LocalMiniLMEmbedder("sentence-transformers/all-MiniLM-L6-v2")
+    before = fresh.embed(["upload a file"])
+    assert fresh._model is None  # a query alone never loads PyTorch
+
+    with fresh._load_lock:  # as if PyTorch were still loading on the warm-up thread
+        answered: list[np.ndarray] = []
+        query = threading.Thread(target=lambda: answered.append(fresh.embed(["list buckets"])))
+        query.start()
+        query.join(timeout=30)
+        assert answered and fresh._model is None, "a query waited for PyTorch's load"
+
+    fresh.warm_up_in_background().join(timeout=300)
+    assert fresh._model is not None
+    fresh._numpy = None  # from here on a NumPy encode would fail: the query must not use it
+    fresh._numpy_off = True
+    after = fresh.embed(["upload a file"])
+    assert np.allclose(before, after, atol=1e-5)
+
+    cache = EmbeddingCache(fresh, open_database(f"sqlite:///{tmp_path / 'db.sqlite'}")[1])
+    assert cache.warm_up_in_background() is True
+
+
 def test_a_model_folder_the_numpy_encoder_cannot_run_falls_back_to_pytorch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -172,6 +199,7 @@ def test_openai_compatible_endpoint_batches_orders_and_authenticates(endpoint: s
     assert isinstance(model, OpenAICompatibleEmbedder) and model.model_version == "openai-compatible:tiny"
     assert vectors.shape == (3, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
     assert int(np.argmax(vectors[0])) == 0 and int(np.argmax(vectors[1])) == 1  # order kept per index
+    assert EmbeddingCache(model, sessionmaker()).warm_up_in_background() is False  # nothing to load
     assert [len(r["input"]) for r in _EmbeddingsHandler.requests] == [2, 1]  # type: ignore[arg-type]
     assert _EmbeddingsHandler.requests[0]["auth"] == "Bearer s3cret"
     assert _EmbeddingsHandler.requests[0]["path"] == "/v1/embeddings"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, NotFoundError
@@ -97,6 +97,21 @@ def test_an_incident_whose_fix_held_comes_before_one_that_recurred(library: Libr
     found = library.incidents.find_similar(me, "", signature=OOM.signature, limit=2)
 
     assert [item["id"] for item in found] == [held["id"], recurred["id"]]
+
+
+def test_the_similarity_index_follows_new_and_deleted_incidents(library: Librarian) -> None:
+    """The cached matrix reloads when an incident is added; one deleted by hand is never answered."""
+    me = library.default_principal
+    disk = library.incidents.create(me, DISK)["id"]
+    assert [item["id"] for item in library.incidents.find_similar(me, "", signature=OOM.signature)] == [disk]
+
+    oom = library.incidents.create(me, OOM)["id"]  # a larger id: the next search reads the matrix again
+    assert library.incidents.find_similar(me, "", signature=OOM.signature)[0]["id"] == oom
+
+    with library.sessions.begin() as session:  # what an operator's DELETE would do
+        session.execute(delete(Incident).where(Incident.id == oom))
+    found = library.incidents.find_similar(me, "", signature=OOM.signature)
+    assert [item["id"] for item in found] == [disk]
 
 
 def test_verdicts_hide_a_pair_and_link_related_incidents(library: Librarian) -> None:

@@ -407,6 +407,8 @@ def serve(
             mount_streamable_http(api, create_mcp_server(lib, policy), host=host)
         # Runbook runs whose process died go on here; waits past their deadline time out.
         lib.runbooks.start_sweeper()
+        if lib.settings.embedding_server_warm_up:
+            lib.cache.warm_up_in_background()  # queries go on with NumPy until PyTorch is ready
         # Workflows a previous server left running go on (their tasks in flight are dispatched again).
         lib.workflows.resume_running()
         # Bound here, not by uvicorn, so a port in use is one clear error instead of a log line.

@@ -17,6 +17,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, sessionmaker
 
 from librarian.embeddings.base import Embedder, Matrix
+from librarian.embeddings.local import LocalMiniLMEmbedder
 from librarian.storage.models import EmbeddingCacheEntry
 
 # SQLite allows at most 32766 bound parameters; stay far below for IN (...) look-ups.
@@ -71,6 +72,17 @@ class EmbeddingCache:
         if len(self._queries) > self._query_cache_size:
             self._queries.popitem(last=False)
         return vector
+
+    def warm_up_in_background(self) -> bool:
+        """Start loading the embedder's faster query path on a daemon thread, if it has one.
+
+        The local model has (PyTorch: :meth:`LocalMiniLMEmbedder.warm_up_in_background`); a remote
+        embedder has nothing to load. Returns whether a load started.
+        """
+        if isinstance(self.embedder, LocalMiniLMEmbedder):
+            self.embedder.warm_up_in_background()
+            return True
+        return False
 
     def lookup(self, hashes: Sequence[str]) -> dict[str, Matrix]:
         """Stored vectors for ``hashes`` under the current model; absent hashes are left out."""
