@@ -613,3 +613,30 @@ def test_a_full_listing_the_root_page_advertises_is_walked(tmp_path: Path) -> No
     assert set(by_name) == {"", "build", "ship", "audit"}, [p.reason for p in result.problems]
     assert by_name[""].subcommands == ["build", "ship", "audit"]
     assert "--fast" in {option.name for option in by_name["audit"].options}
+
+
+_TERMINAL_ONLY_HELP_CLI = """#!{python}
+import sys
+# Like clean-css-cli 5: help only for a person at a terminal; otherwise stdin is the input.
+if "--help" in sys.argv and sys.stdin.isatty():
+    print("Usage: minify [options] <file>")
+    print()
+    print("Options:")
+    print("  -o, --output <file>  write the result to <file>")
+    print("  --with-rebase        enable URL rebasing")
+    sys.exit(0)
+sys.stdout.write(sys.stdin.read().strip())
+"""
+
+
+def test_a_tool_that_prints_help_only_to_a_terminal_is_asked_again_with_one(tmp_path: Path) -> None:
+    program = tmp_path / "minify"
+    program.write_text(_TERMINAL_ONLY_HELP_CLI.format(python=sys.executable), encoding="utf-8")
+    program.chmod(0o755)
+
+    result = walk_cli_help(str(program), max_depth=0)
+
+    assert not result.problems, result.problems
+    (root,) = result.commands
+    assert [option.name for option in root.options] == ["--output", "--with-rebase"]
+    assert root.help_args == ("--help",)

@@ -16,6 +16,8 @@ last strategy passes ``help`` as a positional argument, which most tools would t
 it, as the AWS CLI v1 does (``aws <command> help``). A root page that lists no commands may still
 lead to them: it names them (``TOOL help CMD``), or it is the page of the tool's command-listing
 command (Symfony Console and cleo print ``Usage: list ...``, "Lists commands."), which is then run.
+A form that succeeds silently is asked again with a pseudo-terminal as stdin: some tools print help
+only to a person and otherwise process stdin (clean-css-cli 5 minifies it).
 
 Sandbox: every child runs from an argument list (never a shell) with stdin closed, in a new session
 whose whole process group is killed at the timeout or when its output passes the cap; the working
@@ -142,20 +144,40 @@ class _Sandbox:
     ) -> None:
         self._tmp.cleanup()
 
-    def run(self, args: Sequence[str], timeout: float | None = None) -> _RunOutput:
-        """Run the tool with ``args``; raises OSError when it cannot be started."""
+    def run(self, args: Sequence[str], timeout: float | None = None, *, terminal: bool = False) -> _RunOutput:
+        """Run the tool with ``args``; raises OSError when it cannot be started.
+
+        With ``terminal``, stdin is a fresh pseudo-terminal instead of ``/dev/null``, for tools that
+        print help only to a person (see :meth:`_Walker.fetch`); nothing is ever typed into it, and the
+        tool's output still goes to pipes.
+        """
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        proc = subprocess.Popen(
-            [self.executable, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=self._tmp.name,
-            env=self.env,
-            # Its own session makes the child the leader of a process group that also holds every
-            # grandchild (groff, a pager), so one killpg ends them all.
-            start_new_session=True,
-        )
+        controller, stdin = os.openpty() if terminal else (None, subprocess.DEVNULL)
+        try:
+            proc = subprocess.Popen(
+                [self.executable, *args],
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self._tmp.name,
+                env=self.env,
+                # Its own session makes the child the leader of a process group that also holds every
+                # grandchild (groff, a pager), so one killpg ends them all. The new session also has
+                # no controlling terminal: the pseudo-terminal is only an open file to it.
+                start_new_session=True,
+            )
+        finally:
+            if controller is not None:
+                os.close(stdin)
+        try:
+            return self._collect(proc, deadline)
+        finally:
+            if controller is not None:
+                os.close(controller)
+
+    def _collect(self, proc: subprocess.Popen[bytes], deadline: float) -> _RunOutput:
+        """Read ``proc``'s output until it exits, the deadline passes or the cap is reached; then kill
+        its process group."""
         assert proc.stdout is not None and proc.stderr is not None
         out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
         buffers = {out_fd: bytearray(), err_fd: bytearray()}
@@ -327,6 +349,11 @@ class _Walker:
             shown = " ".join((self._name, *args))
             try:
                 out = self._sandbox.run(args)
+                if out.returncode == 0 and not (out.stdout.strip() or out.stderr.strip() or out.timed_out):
+                    # Silence with success: some tools print help only when a person is reading
+                    # (stdin is a terminal) and otherwise process stdin, which is empty here. Ask
+                    # again with a terminal as stdin.
+                    out = self._sandbox.run(args, terminal=True)
             except OSError as exc:
                 return self._failed(path, f"cannot run `{shown}`: {exc}")
             stdout, stderr = clean_help_text(out.stdout), clean_help_text(out.stderr)
