@@ -176,3 +176,15 @@ def test_rejected_options_named_before_what_is_wrong_with_them() -> None:
     ]
     assert [r.option for r in rejected_options("error: parameter --keep is unknown", argv)] == ["--keep"]
     assert rejected_options("The option --keep is documented below", argv) == []
+
+
+def test_a_rejected_name_means_the_negated_spelling_on_the_command_line() -> None:
+    """cac, yargs and commander read ``--no-x`` as ``x`` set to false, and reject it as ``--x``."""
+    argv = ["vitest", "run", "--globals", "--no-threads"]
+
+    assert rejected_options("CACError: Unknown option `--threads`", argv) == [
+        RejectedOption("--no-threads", 3, (), False)
+    ]
+    # A plain spelling on the command line wins over the negated one.
+    both = ["tool", "--no-color", "--color", "x"]
+    assert rejected_options("error: unknown option '--color'", both)[0].index == 2

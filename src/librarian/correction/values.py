@@ -307,6 +307,9 @@ def _named_items(rest: str, plural: bool) -> list[tuple[str, list[str], bool]]:
 def _argv_index(name: str, tokens: list[str], taken: Mapping[int, RejectedOption]) -> int | None:
     bare = name.split("=", 1)[0]
     spellings = [bare] if bare.startswith("-") else [f"--{bare}", f"-{bare}", bare]
+    # Parsers that read ``--no-x`` as ``x`` set to false (cac, yargs, commander) name ``--x`` when
+    # they reject it: the command line's negated spelling is meant, when nothing spells it plainly.
+    spellings += [f"--no-{s[2:]}" for s in spellings if s.startswith("--") and not s.startswith("--no-")]
     for spelling in spellings:
         for index, token in enumerate(tokens):
             if index == 0 or index in taken or not is_option(token):
