@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,40 @@ def test_a_flag_becomes_a_listed_value_with_the_flag_it_requires() -> None:
     )
     best = CommandEdits().propose(failure)[0]
     assert best.argv == ["fmt", "--enable-unstable-feature=string_processing", "--preview", "a.py"]
+
+
+def test_an_option_split_in_two_becomes_the_one_whose_description_says_it_with_its_companion() -> None:
+    """biome 2: `--apply-unsafe` is gone; `--unsafe` "Apply unsafe fixes. Should be used with `--write`"."""
+    unsafe = OptionDoc(
+        "--unsafe", description="Apply unsafe fixes. Should be used with `--write` or `--fix`."
+    )
+    write = OptionDoc("--write", description="Apply safe fixes, formatting and import sorting.")
+    fix = OptionDoc("--fix", description="Alias of `--write`, writes safe fixes.")
+    page = CommandDoc(
+        "lintkit",
+        ("check",),
+        {option.name: option for option in (unsafe, write, fix)},
+        frozenset(),
+        tuple(synopsis_forms("lintkit check [--write] [--unsafe] [PATH]...")),
+        "lintkit check [--write] [--unsafe] [PATH]...",
+    )
+    failure = FailureInput(
+        argv=["lintkit", "check", "--apply-unsafe", "app.js"],
+        exit_code=1,
+        stderr="Error: `--apply-unsafe` is not expected in this context",
+        tree=CommandTree([page]),
+        tool="lintkit",
+    )
+
+    best = CommandEdits().propose(failure)[0]
+
+    assert best.argv == ["lintkit", "check", "--write", "--unsafe", "app.js"], best
+    assert best.confidence >= 0.7, best
+    # A description that says only part of the old meaning is no rename.
+    partial = OptionDoc("--unsafe", description="Allow rules marked unsafe.")
+    page_partial = replace(page, options={partial.name: partial, write.name: write})
+    unrelated = FailureInput(**{**failure.__dict__, "tree": CommandTree([page_partial])})
+    assert all(c.argv[2:4] != ["--write", "--unsafe"] for c in CommandEdits().propose(unrelated))
 
 
 def test_a_correction_never_brings_in_an_option_that_only_prints_help() -> None:

@@ -231,12 +231,25 @@ def _documented_renames(
             why = (
                 f"it is the documented option closest to `{target.option}` (name similarity {similarity:.2f})"
             )
+        elif _described_as(target.option, option):
+            # ``--apply-unsafe`` -> ``--unsafe``: "Apply unsafe fixes": the name keeps some of the
+            # meaning words, the description's first sentence says the rest.
+            prior = 0.7
+            why = (
+                f"its name and description say what `{target.option}` said: "
+                f'"{first_sentence(option.description)}"'
+            )
         else:
             continue
         takes = page.takes_value(option.name)
         tokens = with_values([option.name], values if takes is not False else (), page)
         if takes is False and values and not is_boolean(values):
             continue  # the value would have nowhere to go
+        companion = _companion(page, option, used)
+        if companion is not None:
+            # "--unsafe: Apply unsafe fixes. Should be used with `--write` or `--fix`."
+            tokens = (companion, *tokens)
+            why += f"; its description asks for `{companion}` with it"
         yield Edit(
             "rename_option",
             span[0],
@@ -248,6 +261,37 @@ def _documented_renames(
             {"source": "docs", "option": option.name, "similarity": round(similarity, 3)},
             drops=dropped_values(values, tokens),
         )
+
+
+# "Should be used with `--write` or `--fix`", "must be combined with --a", "requires --a", "only
+# works together with --a": the first option named is the companion.
+_COMPANION = re.compile(
+    r"(?i)\b(?:(?:should|must|can only|has to|needs to) be (?:used|combined|given|passed)"
+    r"(?: together)? with|requires?|only (?:works|valid|applies|used)(?: together)? with)\s+"
+    r"[`'\"‘“]?(--?[A-Za-z0-9][\w-]*)"
+)
+
+
+def _described_as(old: str, option: OptionDoc) -> bool:
+    """Whether ``option``'s name keeps some of ``old``'s meaning words and its description's first
+    sentence holds every other one (``--apply-unsafe``; ``--unsafe``: "Apply unsafe fixes")."""
+    wanted = set(content_words(old))
+    named = {w for spelling in option.spellings for w in content_words(spelling)}
+    kept = {w for w in wanted if any(w == x or x.startswith(w) or w.startswith(x) for x in named)}
+    if not kept or kept == wanted or not option.description:
+        return False
+    described = {singular(w) for w in re.findall(r"[a-z0-9]+", first_sentence(option.description).lower())}
+    return all(any(word == x or x.startswith(word) for x in described) for word in wanted - kept)
+
+
+def _companion(page: CommandDoc, option: OptionDoc, used: set[str]) -> str | None:
+    """The documented option ``option``'s description says to use with it, unless already given."""
+    match = _COMPANION.search(option.description or "")
+    if match is None:
+        return None
+    name = match.group(1)
+    documented = any(name in other.spellings for other in distinct_options(page))
+    return name if documented and name not in used and name != option.name else None
 
 
 def _flag_to_value(

@@ -32,7 +32,7 @@ __all__ = ["CommandHints", "CommandTemplate", "command_hints", "named_options"]
 # says one of these is about that option).
 _DRIFT_WORDS = re.compile(
     r"(?i)\b(?:unknown|unrecogni[sz]ed|unexpected|invalid|illegal|unsupported|no such|not (?:a )?(?:valid|"
-    r"recogni[sz]ed|supported|allowed|known)|removed|deprecated|no longer|obsolete|ignored|ignoring|"
+    r"recogni[sz]ed|supported|allowed|known|expected)|removed|deprecated|no longer|obsolete|ignored|ignoring|"
     r"has no effect|renamed|replaced)\b"
 )
 # "now the default", "by default", "has no effect", "is ignored", "please remove it": the option
