@@ -120,6 +120,15 @@ def test_a_warmed_up_embedder_moves_queries_to_pytorch_without_ever_making_them_
     after = fresh.embed(["upload a file"])
     assert np.allclose(before, after, atol=1e-5)
 
+    fresh._numpy_off = False  # NumPy back, for what follows
+    with fresh._lock:  # as if PyTorch were embedding an ingest batch on another thread
+        answered.clear()
+        query = threading.Thread(target=lambda: answered.append(fresh.embed(["upload a file"])))
+        query.start()
+        query.join(timeout=30)
+        assert answered, "a query waited for an ingest batch"
+        assert fresh._numpy is not None and np.allclose(answered[0], before, atol=1e-5)
+
     cache = EmbeddingCache(fresh, open_database(f"sqlite:///{tmp_path / 'db.sqlite'}")[1])
     assert cache.warm_up_in_background() is True
 

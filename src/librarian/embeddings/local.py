@@ -47,8 +47,10 @@ class LocalMiniLMEmbedder:
         self._model: Any = None
         self._numpy: NumpyMiniLM | None = None
         self._numpy_off = not numpy_queries
-        # Serialises PyTorch encodes (their thread count is process-wide) and the NumPy encoder's load.
+        # Serialises PyTorch encodes (their thread count is process-wide); a query never waits on it
+        # (see embed).
         self._lock = threading.RLock()
+        self._light_lock = threading.Lock()
         # Loading PyTorch takes seconds: queries go on with NumPy meanwhile instead of waiting on _lock.
         self._load_lock = threading.Lock()
         self._threads = max(1, os.cpu_count() or 1)
@@ -79,28 +81,41 @@ class LocalMiniLMEmbedder:
         """Embed ``texts`` in batches of ``batch_size``; vectors are unit length."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        if len(texts) <= _SMALL_BATCH and self._model is None:
+        if len(texts) <= _SMALL_BATCH:
+            # PyTorch when it is loaded and free; while it embeds a batch (an ingest), a query goes
+            # to NumPy instead of waiting seconds for the batch to end.
+            if self._model is not None and self._lock.acquire(blocking=False):
+                try:
+                    return self._pytorch(self._model, texts)
+                finally:
+                    self._lock.release()
             light = self._light()
             if light is not None:
                 return light.encode(texts)
         model = self._load()
+        with self._lock:
+            return self._pytorch(model, texts)
+
+    def _pytorch(self, model: Any, texts: Sequence[str]) -> Matrix:
+        """Encode with PyTorch; the caller holds ``_lock`` (the thread count is process-wide)."""
         import torch
 
         # A query or two is too little work to share between threads: the hand-off costs more than
         # it saves, and on a busy 2-core machine a descheduled worker thread stalls every layer
         # (measured: 14 ms on one thread against 300-500 ms on two while another process ran).
         threads = 1 if len(texts) <= _SMALL_BATCH else self._threads
-        with self._lock:
-            if torch.get_num_threads() != threads:
-                torch.set_num_threads(threads)
-            vectors = model.encode(
-                list(texts), batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True
-            )
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        vectors = model.encode(
+            list(texts), batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True
+        )
         return np.asarray(vectors, dtype=np.float32)
 
     def _light(self) -> NumpyMiniLM | None:
         """The NumPy encoder, loaded once; ``None`` (PyTorch does everything) if it cannot load."""
-        with self._lock:
+        if self._numpy is not None or self._numpy_off:
+            return self._numpy  # loaded (or refused) already
+        with self._light_lock:  # not _lock: a first query never waits behind a PyTorch batch
             if self._numpy is None and not self._numpy_off:
                 try:
                     self._numpy = NumpyMiniLM(_model_dir())
