@@ -19,7 +19,8 @@ command (Symfony Console and cleo print ``Usage: list ...``, "Lists commands."),
 A form that succeeds silently is asked again with a pseudo-terminal as stdin: some tools print help
 only to a person and otherwise process stdin (clean-css-cli 5 minifies it).
 
-Sandbox: every child runs from an argument list (never a shell) with stdin closed, in a new session
+Sandbox: every child runs from an argument list (never a shell) with stdin closed (or a pseudo-terminal
+nothing is typed into, for the silent tools above), in a new session
 whose whole process group is killed at the timeout or when its output passes the cap; the working
 directory and ``HOME`` are a fresh temporary directory; the environment is rebuilt from scratch
 (``PATH``, a UTF-8 locale, pagers set to ``cat``, no credentials, ``AWS_EC2_METADATA_DISABLED``), so
