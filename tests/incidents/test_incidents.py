@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select
 
 from librarian.app import Librarian
 from librarian.errors import InvalidInputError, NotFoundError
@@ -99,19 +99,25 @@ def test_an_incident_whose_fix_held_comes_before_one_that_recurred(library: Libr
     assert [item["id"] for item in found] == [held["id"], recurred["id"]]
 
 
-def test_the_similarity_index_follows_new_and_deleted_incidents(library: Librarian) -> None:
-    """The cached matrix reloads when an incident is added; one deleted by hand is never answered."""
+def test_the_similarity_index_follows_new_late_and_deleted_incidents(library: Librarian) -> None:
+    """The cached matrix reloads when an incident is added, also one whose transaction committed after
+    a later id's (PostgreSQL hands out ids before commit); one deleted by hand is never answered."""
     me = library.default_principal
+    oom = library.incidents.create(me, OOM)["id"]
     disk = library.incidents.create(me, DISK)["id"]
-    assert [item["id"] for item in library.incidents.find_similar(me, "", signature=OOM.signature)] == [disk]
-
-    oom = library.incidents.create(me, OOM)["id"]  # a larger id: the next search reads the matrix again
     assert library.incidents.find_similar(me, "", signature=OOM.signature)[0]["id"] == oom
 
     with library.sessions.begin() as session:  # what an operator's DELETE would do
+        row = dict(session.execute(select(Incident.__table__).where(Incident.id == oom)).mappings().one())
         session.execute(delete(Incident).where(Incident.id == oom))
+    assert [item["id"] for item in library.incidents.find_similar(me, "", signature=OOM.signature)] == [disk]
+
+    cert = library.incidents.create(me, CERT)["id"]  # the matrix is read again, without the OOM
+    assert oom not in {item["id"] for item in library.incidents.find_similar(me, "", signature=OOM.signature)}
+    with library.sessions.begin() as session:  # the OOM commits late, under its earlier id
+        session.execute(insert(Incident.__table__).values(**row))
     found = library.incidents.find_similar(me, "", signature=OOM.signature)
-    assert [item["id"] for item in found] == [disk]
+    assert found[0]["id"] == oom and {item["id"] for item in found} == {oom, disk, cert}
 
 
 def test_verdicts_hide_a_pair_and_link_related_incidents(library: Librarian) -> None:

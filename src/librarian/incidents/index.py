@@ -7,13 +7,15 @@ word or an error term (the inverted lists). Exact scoring means no approximate i
 incident a filter hides, and the caller's grants are applied as a mask *before* ranking.
 
 The matrix is read from the embedding cache (every incident's problem text was embedded when it was
-stored) and kept while the table's largest id is unchanged: an incident's problem never changes under
-its id and ids are never reused, so every new incident raises it. It is read from the primary key's
-index in one round trip on any store; a row count was also compared once, but PostgreSQL answers
-``count(*)`` by scanning (3-4 ms at 50,000 incidents, growing with the table). Nothing in Librarian
-deletes incidents; one deleted by hand stays in the matrix until the next new incident, and is never
-answered meanwhile: the fields read fresh for each answer (outcome, recurrence, related incidents)
-come from the table, and a candidate missing there is skipped.
+stored) and kept while the recent end of the table is as it was read: the count and largest id of
+the rows above a floor :data:`RECENT_IDS` below the largest id read. An incident's problem never
+changes under its id and ids are never reused, so a new incident raises the largest id, and one whose
+transaction committed after a later id's (PostgreSQL hands out ids before commit) raises the count.
+One indexed range read of at most a few thousand ids; the whole table's ``count(*)``, compared
+before, is a scan on PostgreSQL (3-4 ms at 50,000 incidents, growing with the table). An incident
+deleted by hand below the floor stays in the matrix until it is next read, and is never answered
+meanwhile: the fields read fresh for each answer (outcome, recurrence, related incidents) come from
+the table, and a candidate missing there is skipped.
 """
 
 from __future__ import annotations
@@ -33,15 +35,17 @@ from librarian.incidents.similarity import error_terms
 from librarian.index.grant_masks import GrantMasks
 from librarian.research.error_signature import terms_of_normalized
 
-# The largest incident id when the matrix was read.
-Fingerprint = int
+# How far below the largest id read the freshness check looks: a transaction that commits after this
+# many later ids did is not expected (imports and investigations commit within seconds).
+RECENT_IDS = 5_000
 
 
 @dataclass
 class IncidentMatrix:
     """Every incident's id, problem vector, grants and normal forms, row-aligned."""
 
-    fingerprint: Fingerprint
+    # Every id read from the table, ascending (rows without a stored vector included).
+    read_ids: npt.NDArray[np.int64]
     ids: npt.NDArray[np.int64]
     vectors: npt.NDArray[np.float32]
     grants: list[frozenset[str]]
@@ -57,6 +61,15 @@ class IncidentMatrix:
     def mask(self, grants: tuple[str, ...] | None) -> npt.NDArray[np.bool_]:
         """Which rows a holder of ``grants`` may read (cached per grant set)."""
         return self._masks.mask(grants)
+
+    def floor(self) -> int:
+        """The id above which the freshness check compares the table with what was read."""
+        return max(0, int(self.read_ids[-1]) - RECENT_IDS) if len(self.read_ids) else 0
+
+    def recent(self, floor: int) -> tuple[int, int]:
+        """How many ids above ``floor`` were read, and the largest (0 when none)."""
+        above = self.read_ids[np.searchsorted(self.read_ids, floor, side="right") :]
+        return len(above), int(above[-1]) if len(above) else 0
 
 
 def posting_terms(normalized: dict[str, object]) -> set[str]:
@@ -82,12 +95,17 @@ class IncidentIndex:
         self._lock = threading.Lock()
 
     def matrix(self) -> IncidentMatrix:
-        """The current matrix, reloaded when incidents were added."""
+        """The current matrix, reloaded when incidents were added (or removed near the end)."""
+        with self._lock:
+            cached = self._matrix
         with self._sessions() as session:
-            fingerprint = int(session.scalar(select(func.max(Incident.id))) or 0)
-            with self._lock:
-                if self._matrix is not None and self._matrix.fingerprint == fingerprint:
-                    return self._matrix
+            if cached is not None:
+                floor = cached.floor()
+                count, largest = session.execute(
+                    select(func.count(), func.max(Incident.id)).where(Incident.id > floor)
+                ).one()
+                if cached.recent(floor) == (int(count), int(largest or 0)):
+                    return cached
             rows = session.execute(
                 select(
                     Incident.id, Incident.problem_hash, Incident.access_grants, Incident.normalized
@@ -106,7 +124,7 @@ class IncidentIndex:
             for term in posting_terms(dict(row.normalized or {})):
                 postings[term].append(position)
         built = IncidentMatrix(
-            fingerprint=fingerprint,
+            read_ids=np.fromiter((row.id for row in rows), dtype=np.int64, count=len(rows)),
             ids=np.fromiter((row.id for row in kept), dtype=np.int64, count=len(kept)),
             vectors=matrix,
             grants=[frozenset(row.access_grants or ()) for row in kept],

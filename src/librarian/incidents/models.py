@@ -18,7 +18,7 @@ class Incident(Base):
     __tablename__ = "incident_knowledge"
     __table_args__ = (
         Index("ix_incident_knowledge_org", "organization_id", "severity"),
-        # Ids are never reused, so the largest id tells the similarity index when to reload.
+        # Ids are never reused, so the recent ids tell the similarity index when to reload.
         {"sqlite_autoincrement": True},
     )
 
