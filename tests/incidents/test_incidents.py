@@ -115,7 +115,7 @@ def test_the_similarity_index_follows_new_late_and_deleted_incidents(library: Li
     cert = library.incidents.create(me, CERT)["id"]  # the matrix is read again, without the OOM
     assert oom not in {item["id"] for item in library.incidents.find_similar(me, "", signature=OOM.signature)}
     with library.sessions.begin() as session:  # the OOM commits late, under its earlier id
-        session.execute(insert(Incident.__table__).values(**row))
+        session.execute(insert(Incident).values(**row))
     found = library.incidents.find_similar(me, "", signature=OOM.signature)
     assert found[0]["id"] == oom and {item["id"] for item in found} == {oom, disk, cert}
 
