@@ -640,3 +640,29 @@ def test_a_tool_that_prints_help_only_to_a_terminal_is_asked_again_with_one(tmp_
     (root,) = result.commands
     assert [option.name for option in root.options] == ["--output", "--with-rebase"]
     assert root.help_args == ("--help",)
+
+
+_WAITS_ON_A_TERMINAL_CLI = """#!{python}
+import sys
+if "-h" in sys.argv:
+    print("Usage: quiet [options]")
+    print()
+    print("Options:")
+    print("  -h, --help   show this help")
+    print("  --fast       go faster")
+    sys.exit(0)
+if sys.stdin.isatty():
+    sys.stdin.read()  # waits for a person to type: nobody will
+"""
+
+
+def test_a_silent_tool_that_waits_on_a_terminal_is_left_to_the_next_help_form(tmp_path: Path) -> None:
+    program = tmp_path / "quiet"
+    program.write_text(_WAITS_ON_A_TERMINAL_CLI.format(python=sys.executable), encoding="utf-8")
+    program.chmod(0o755)
+
+    result = walk_cli_help(str(program), max_depth=0, timeout=2.0)
+
+    assert not result.problems, result.problems
+    (root,) = result.commands
+    assert root.help_args == ("-h",) and "--fast" in {option.name for option in root.options}

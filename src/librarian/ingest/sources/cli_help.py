@@ -167,6 +167,10 @@ class _Sandbox:
                 # no controlling terminal: the pseudo-terminal is only an open file to it.
                 start_new_session=True,
             )
+        except BaseException:
+            if controller is not None:
+                os.close(controller)
+            raise
         finally:
             if controller is not None:
                 os.close(stdin)
@@ -353,8 +357,9 @@ class _Walker:
                 if out.returncode == 0 and not (out.stdout.strip() or out.stderr.strip() or out.timed_out):
                     # Silence with success: some tools print help only when a person is reading
                     # (stdin is a terminal) and otherwise process stdin, which is empty here. Ask
-                    # again with a terminal as stdin.
-                    out = self._sandbox.run(args, terminal=True)
+                    # again with a terminal as stdin; one that then waits for typing is left as it was.
+                    retry = self._sandbox.run(args, terminal=True)
+                    out = out if retry.timed_out else retry
             except OSError as exc:
                 return self._failed(path, f"cannot run `{shown}`: {exc}")
             stdout, stderr = clean_help_text(out.stdout), clean_help_text(out.stderr)
