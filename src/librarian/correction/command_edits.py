@@ -55,7 +55,7 @@ from librarian.correction.docs_check import DocsCheck, check_against_docs
 from librarian.correction.edits import Edit, apply_edits, compatible
 from librarian.correction.helpdocs import CommandDoc, OptionDoc
 from librarian.correction.matching import STRONG, WEAK, facets, score, singular
-from librarian.correction.names import content_words, keeps_meaning, name_similarity
+from librarian.correction.names import content_words, keeps_meaning, kept_words, name_similarity
 from librarian.correction.subcommand_edits import (
     missing_subcommand_edits,
     option_to_subcommand,
@@ -245,11 +245,11 @@ def _documented_renames(
         tokens = with_values([option.name], values if takes is not False else (), page)
         if takes is False and values and not is_boolean(values):
             continue  # the value would have nowhere to go
-        companion = _companion(page, option, used)
-        if companion is not None:
+        companions = co_required(option, page, used=used)
+        if companions:
             # "--unsafe: Apply unsafe fixes. Should be used with `--write` or `--fix`."
-            tokens = (companion, *tokens)
-            why += f"; its description asks for `{companion}` with it"
+            tokens = (*companions, *tokens)
+            why += f"; its description asks for `{' '.join(companions)}` with it"
         yield Edit(
             "rename_option",
             span[0],
@@ -263,35 +263,15 @@ def _documented_renames(
         )
 
 
-# "Should be used with `--write` or `--fix`", "must be combined with --a", "requires --a", "only
-# works together with --a": the first option named is the companion.
-_COMPANION = re.compile(
-    r"(?i)\b(?:(?:should|must|can only|has to|needs to) be (?:used|combined|given|passed)"
-    r"(?: together)? with|requires?|only (?:works|valid|applies|used)(?: together)? with)\s+"
-    r"[`'\"‘“]?(--?[A-Za-z0-9][\w-]*)"
-)
-
-
 def _described_as(old: str, option: OptionDoc) -> bool:
     """Whether ``option``'s name keeps some of ``old``'s meaning words and its description's first
     sentence holds every other one (``--apply-unsafe``; ``--unsafe``: "Apply unsafe fixes")."""
     wanted = set(content_words(old))
-    named = {w for spelling in option.spellings for w in content_words(spelling)}
-    kept = {w for w in wanted if any(w == x or x.startswith(w) or w.startswith(x) for x in named)}
+    kept = kept_words(wanted, {w for spelling in option.spellings for w in content_words(spelling)})
     if not kept or kept == wanted or not option.description:
         return False
     described = {singular(w) for w in re.findall(r"[a-z0-9]+", first_sentence(option.description).lower())}
     return all(any(word == x or x.startswith(word) for x in described) for word in wanted - kept)
-
-
-def _companion(page: CommandDoc, option: OptionDoc, used: set[str]) -> str | None:
-    """The documented option ``option``'s description says to use with it, unless already given."""
-    match = _COMPANION.search(option.description or "")
-    if match is None:
-        return None
-    name = match.group(1)
-    documented = any(name in other.spellings for other in distinct_options(page))
-    return name if documented and name not in used and name != option.name else None
 
 
 def _flag_to_value(

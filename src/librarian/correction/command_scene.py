@@ -127,12 +127,26 @@ def with_values(words: Sequence[str], values: tuple[str, ...], page: CommandDoc 
     return (words[0], *values)
 
 
+# "Requires `--preview`", "Should be used with `--write` or `--fix`", "must be combined with --a",
+# "only works together with --a": the first option named after the phrase.
+_CO_REQUIRED = re.compile(
+    r"(?i)\b(?:requires?|(?:should|must|can only|has to|needs to) be (?:used|combined|given|passed)"
+    r"(?: together)? with|only (?:works|valid|applies)(?: together)? with)\s+[`'\"‘“]?(--?[A-Za-z][\w-]*)"
+)
+
+
 def co_required(option: OptionDoc, page: CommandDoc, *, used: set[str]) -> list[str]:
     """Flags ``option``'s description says it requires, that the page documents and the command lacks."""
     found = []
-    for match in re.finditer(r"(?i)\brequires?\s+[`'\"]?(--?[A-Za-z][\w-]*)", option.description or ""):
+    for match in _CO_REQUIRED.finditer(option.description or ""):
         name = match.group(1)
-        if name not in used and page.accepts(name) and page.takes_value(name) is not True:
+        if (
+            name not in used
+            and name not in found
+            and name not in option.spellings
+            and page.accepts(name)
+            and page.takes_value(name) is not True
+        ):
             found.append(name)
     return found
 

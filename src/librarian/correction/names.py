@@ -86,7 +86,11 @@ def keeps_meaning(old: str, new: str) -> bool:
     wa, wb = set(content_words(a)), set(content_words(b))
     if not wa or not wb:
         return difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
-    # A word is kept as itself, or shortened or spelled out (``dir``, ``directory``); a near spelling
-    # of another word is not (``--allow-none`` and ``--allow-net`` differ by one meaning word).
-    kept = [w for w in wa if any(w == x or x.startswith(w) or w.startswith(x) for x in wb)]
-    return len(kept) / len(wa) >= 0.6
+    return len(kept_words(wa, wb)) / len(wa) >= 0.6
+
+
+def kept_words(wanted: set[str], among: set[str]) -> set[str]:
+    """The words of ``wanted`` that ``among`` keeps: as themselves, or shortened or spelled out
+    (``dir``, ``directory``); a near spelling of another word is not kept (``--allow-none`` and
+    ``--allow-net`` differ by one meaning word)."""
+    return {w for w in wanted if any(w == x or x.startswith(w) or w.startswith(x) for x in among)}
