@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from librarian.runtime import forkserver
-from librarian.runtime.forkserver import ForkServer, ForkServerError, ForkServers, Limits, ServedProgram
+from librarian.runtime.forkserver import (
+    ForkServer,
+    ForkServerError,
+    ForkServers,
+    Limits,
+    ServedProgram,
+    ServerProfile,
+)
 from librarian.runtime.sandbox import FORKSERVER_AVAILABLE
 from tests.processes import process_gone, wait_for
 
@@ -23,22 +30,24 @@ pytestmark = pytest.mark.skipif(not FORKSERVER_AVAILABLE, reason="the fork serve
 MiB = 1024 * 1024
 
 
-def profile(memory_mb: int, cpu_seconds: int = 600) -> Limits:
+def profile(memory_mb: int, cpu_seconds: int = 600) -> ServerProfile:
     memory = memory_mb * MiB
-    return (
+    limits: Limits = (
         (resource.RLIMIT_AS, memory, memory),
         (resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1),
     )
+    return ServerProfile(limits)
 
 
 @pytest.fixture
-def servers() -> Iterator[ForkServers]:
+def servers(monkeypatch: pytest.MonkeyPatch) -> Iterator[ForkServers]:
+    monkeypatch.setattr(forkserver, "_MAX_SERVERS", 4)  # so that a few profiles show the eviction
     pool = ForkServers()
     yield pool
     pool.close()
 
 
-def run(servers: ForkServers, argv: list[str], limits: Limits, cwd: Path) -> tuple[int, str]:
+def run(servers: ForkServers, argv: list[str], limits: ServerProfile, cwd: Path) -> tuple[int, str]:
     """Run ``argv`` to its end through ``servers``: exit code and stdout."""
     program, output = start(servers, argv, limits, cwd)
     code = program.wait()
@@ -47,14 +56,16 @@ def run(servers: ForkServers, argv: list[str], limits: Limits, cwd: Path) -> tup
         return code, reader.read().decode()
 
 
-def start(servers: ForkServers, argv: list[str], limits: Limits, cwd: Path) -> tuple[ServedProgram, int]:
+def start(
+    servers: ForkServers, argv: list[str], limits: ServerProfile, cwd: Path
+) -> tuple[ServedProgram, int]:
     """Start ``argv``; the program and the read end of its stdout."""
     read, write = os.pipe()
     with open(os.devnull, "rb") as devnull:
         try:
             program = servers.spawn(
                 argv,
-                limits=limits,
+                profile=limits,
                 cwd=cwd,
                 env={"PATH": os.defpath},
                 stdin=devnull.fileno(),

@@ -9,7 +9,9 @@ running past its timeout, forked without bound, and reached internal services ov
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -24,8 +26,10 @@ from librarian.runtime import isolation
 from librarian.runtime.contracts import TaskSpec
 from librarian.runtime.executors.command import CommandExecutor
 from librarian.runtime.executors.file_writer import FileWriter
+from librarian.runtime.forkserver import SERVER_INTERPRETER
 from librarian.runtime.isolation import NamespaceSandbox
 from librarian.runtime.sandbox import FORKSERVER_AVAILABLE, EnvironmentManager, SandboxLimits
+from tests.processes import wait_for
 
 LAUNCHERS = [
     "python",
@@ -60,11 +64,17 @@ def _sh(
 
 
 def test_a_task_cannot_read_the_runtime_environment_through_proc(isolated: EnvironmentManager) -> None:
-    _, out, _ = _sh(
-        isolated, f"test -e /proc/{os.getpid()}/environ && echo visible; ls /proc | grep -c '^[0-9]'"
-    )
-    assert "visible" not in out
-    assert int(out.split()[-1]) <= 4  # bwrap's init, the helper's exec, sh, ls/grep: its own processes only
+    outside = subprocess.Popen(["sleep", "60"])  # a process of the machine, outside every sandbox
+    try:
+        _, readable, _ = _sh(isolated, f"test -e /proc/{os.getpid()}/environ && echo yes")
+        # Its own processes only (and bwrap's init where the run built its own sandbox): none of the
+        # machine's (the sleep, this test, the databases), nor a namespace server's.
+        names = set(_sh(isolated, "cat /proc/[0-9]*/comm")[1].split())
+    finally:
+        outside.kill()
+        outside.wait()
+    assert readable == ""
+    assert names <= {"bwrap", "sh", "cat"}, names
 
 
 def test_a_task_sees_neither_the_data_directory_nor_other_workspaces(isolated: EnvironmentManager) -> None:
@@ -138,6 +148,124 @@ def test_a_fork_bomb_stops_at_the_process_limit(isolated: EnvironmentManager) ->
     words = outcome.stdout.split()
     assert words[0] == "stopped", (outcome.stdout, outcome.stderr)
     assert int(words[1]) < 64 and int(words[2]) == 11  # EAGAIN
+
+
+def test_background_children_die_when_the_task_ends(isolated: EnvironmentManager) -> None:
+    workspace = isolated.workspace_for("wf-1")
+    code, out, _ = _sh(isolated, "setsid sh -c 'sleep 1; echo escaped >> F' & echo started")
+    assert (code, out) == (0, "started\n")
+    time.sleep(2)
+    assert not (workspace.root / "F").exists()
+
+
+def test_a_task_that_signals_itself_ends_by_that_signal(isolated: EnvironmentManager) -> None:
+    # 128 + SIGTERM, as bwrap reports it: the program is never its PID namespace's shielded first process.
+    assert _sh(isolated, "kill -TERM $$; echo survived")[:2] == (143, "")
+
+
+def _host_processes_running(marker: str) -> list[int]:
+    """The machine's processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # it ended meanwhile
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    """The machine's processes below ``pid``."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def _namespace_manager(tmp_path: Path) -> EnvironmentManager:
+    manager = EnvironmentManager.from_settings(
+        _settings(tmp_path / "home", runtime_sandbox_launcher="forkserver")
+    )
+    assert manager.isolation is not None and manager.isolation.unshare is not None
+    return manager
+
+
+@pytest.mark.skipif(not FORKSERVER_AVAILABLE, reason="no pidfd")
+def test_runs_of_a_workflow_share_its_namespace_server_and_other_workflows_get_their_own(
+    tmp_path: Path,
+) -> None:
+    manager = _namespace_manager(tmp_path)
+    try:
+        servers = manager._forkservers
+        assert servers is not None
+        for _ in range(3):
+            assert _sh(manager, "echo mine > a.txt", "wf-a")[0] == 0
+        assert len(servers.server_pids()) == 1
+        # Another workflow, while the first one's server lives: its own server, its own view.
+        _, out, err = _sh(manager, "cat ../wf-a/a.txt; ls ..; id -u", "wf-b")
+        assert "mine" not in out and "wf-a" not in out and "No such file" in err
+        assert int(out.split()[-1]) == manager.isolation.user_for("wf-b")  # type: ignore[union-attr]
+        assert len(servers.server_pids()) == 2
+    finally:
+        manager.shutdown()
+
+
+@pytest.mark.skipif(not FORKSERVER_AVAILABLE, reason="no pidfd")
+def test_a_killed_namespace_server_takes_its_runs_with_it(tmp_path: Path) -> None:
+    manager = _namespace_manager(tmp_path)
+    workspace = manager.workspace_for("wf-1")
+    try:
+        outcome: list[int] = []
+        marker = f"61.{time.time_ns() % 10**9:09d}"  # this run's sleep alone, whatever ran before
+        runner = threading.Thread(
+            target=lambda: outcome.append(manager.run(["sleep", marker], workspace).exit_code)
+        )
+        runner.start()
+        assert wait_for(lambda: _host_processes_running(marker), 5.0)
+        servers = manager._forkservers
+        assert servers is not None
+        [sandbox] = servers.server_pids()  # bwrap's, outside the sandbox
+        # The server itself, inside: bwrap's descendant that runs the interpreter.
+        interpreter = SERVER_INTERPRETER.name[:15]  # as the kernel names it
+        [server] = [
+            pid
+            for pid in _descendants(sandbox)
+            if Path(f"/proc/{pid}/comm").read_text().strip() == interpreter
+        ]
+        os.kill(server, signal.SIGKILL)
+        runner.join(10)
+        assert outcome == [-signal.SIGKILL]
+        assert wait_for(lambda: not _host_processes_running(marker), 5.0), "a run outlived its server"
+        assert _sh(manager, "echo again")[:2] == (0, "again\n")  # a new server took its place
+    finally:
+        manager.shutdown()
+
+
+def test_without_nested_namespaces_each_run_builds_its_own_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(isolation, "_task_namespaces", lambda bwrap: None)
+    manager = EnvironmentManager.from_settings(_settings(tmp_path / "home", runtime_sandbox_launcher="auto"))
+    try:
+        assert manager.isolation is not None and manager.isolation.unshare is None
+        code, out, _ = _sh(manager, "id -u; cat /proc/[0-9]*/comm")
+        assert code == 0 and "bwrap" in out.split()  # its own sandbox, bwrap's init first
+        if os.geteuid() == 0:
+            assert int(out.split()[0]) == manager.isolation.user_for("wf-1")
+    finally:
+        manager.shutdown()
 
 
 @pytest.fixture

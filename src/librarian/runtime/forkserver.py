@@ -1,9 +1,13 @@
 """The worker's side of the fork servers (:mod:`librarian.runtime.forkserver_process`).
 
-A :class:`ForkServer` serves one limit profile: its process lives under those limits and every program
-it starts inherits them. :class:`ForkServers` keeps one per profile in use (a few at most), starts
-each on first use and again when it died, and retires one whose own CPU time nears its CPU limit (the
-server lives under the tasks' ``RLIMIT_CPU`` too). Spawns from several threads share a server's control
+A :class:`ForkServer` serves one :class:`ServerProfile`: its process lives under those limits and every
+program it starts inherits them. A profile with a sandbox makes it a namespace server: it runs inside
+that ``bwrap`` sandbox (one workflow's mounts, network and PID namespace), so a program it starts
+costs a spawn instead of a new sandbox (``NamespaceSandbox.task_command`` in
+:mod:`librarian.runtime.isolation` says what each program still gets of its own). :class:`ForkServers`
+keeps one per profile in use (a few dozen at most), starts each on first use and again when it died,
+and retires one whose own CPU time nears its CPU limit (the server lives under the tasks'
+``RLIMIT_CPU`` too). Spawns from several threads share a server's control
 socket under a lock; each run has its own reply socket, so no answer reaches the wrong thread.
 """
 
@@ -21,22 +25,40 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 _SERVER = Path(__file__).with_name("forkserver_process.py")
+# What a namespace server runs: the interpreter itself, not a virtualenv's link to it (the sandbox
+# binds the interpreter's installation, see NamespaceSandbox.server_command).
+SERVER_INTERPRETER = Path(os.path.realpath(sys.executable))
 _REPLY_BYTES = 4096
 # One request is one packet, and a packet must fit the socket's send buffer (about 200 KiB by
 # default); larger argv and environments go through another launcher.
 MAX_REQUEST_BYTES = 128 * 1024
 # What sending to a server that has exited fails with.
 _SERVER_GONE = {errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ECONNREFUSED}
-# Limit profiles with a server at once; the least recently used one retires beyond that.
-_MAX_SERVERS = 4
+# Profiles with a server at once (a namespace server per workflow sandbox in use); the least recently
+# used one retires beyond that.
+_MAX_SERVERS = 16
 # A server retires once its own CPU time passes this share of its CPU limit.
 _CPU_SHARE_BEFORE_RETIRING = 0.5
 
 Limits = tuple[tuple[int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """What one fork server serves: the limits it lives under and, for a namespace server, its sandbox.
+
+    Attributes:
+        limits: ``(resource, soft, hard)`` triples the server sets on itself; its programs inherit them.
+        sandbox: the ``bwrap`` command line (ending with ``--``) the server runs in, or empty.
+    """
+
+    limits: Limits
+    sandbox: tuple[str, ...] = ()
 
 
 class ForkServerError(OSError):
@@ -66,9 +88,10 @@ class _RetiredError(Exception):
 class ServedProgram:
     """A program a fork server started: ``pid`` (also its process group), its exit, ``kill``."""
 
-    def __init__(self, pid: int, reply: socket.socket) -> None:
+    def __init__(self, pid: int, reply: socket.socket, *, local: bool = True) -> None:
         self.pid = pid
         self._reply = reply
+        self._local = local  # the pid is this machine's, not one inside a sandbox's PID namespace
         self.returncode: int | None = None
 
     @property
@@ -110,16 +133,19 @@ class ServedProgram:
             return
         # No answer: the server was killed from outside (when closed, it reports every end first)
         # and the program was orphaned. Its group is killed from here, best effort: reaped by init
-        # meanwhile, its id could in principle have been reused.
-        kill_group(self.pid)
+        # meanwhile, its id could in principle have been reused. A namespace server's programs
+        # died with it (its sandbox's PID namespace ended), and their pids are not this machine's.
+        if self._local:
+            kill_group(self.pid)
         self.returncode = -signal.SIGKILL
 
 
 class ForkServer:
-    """One fork server process and the limits it lives under."""
+    """One fork server process and the profile it serves."""
 
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
+    def __init__(self, profile: ServerProfile) -> None:
+        self.profile = profile
+        limits = profile.limits
         self._cpu_limit = next((soft for which, soft, _ in limits if which == resource.RLIMIT_CPU), None)
         self._lock = threading.Lock()
         self._control: socket.socket | None = None
@@ -157,7 +183,7 @@ class ForkServer:
             raise
         if self._cpu_limit is not None and reply["cpu"] > self._cpu_limit * _CPU_SHARE_BEFORE_RETIRING:
             self.retire()
-        return ServedProgram(int(reply["pid"]), mine)
+        return ServedProgram(int(reply["pid"]), mine, local=not self.profile.sandbox)
 
     @property
     def pid(self) -> int | None:
@@ -227,7 +253,7 @@ class ForkServer:
             # -I -S: none of the worker's Python environment; only the descriptor is passed down.
             # Its own session: a Ctrl-C or SIGTERM to the worker's group is the worker's to handle.
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(_SERVER), str(theirs.fileno()), json.dumps(self.limits)],
+                self._command(theirs.fileno()),
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 env={"PATH": os.defpath},
@@ -238,32 +264,43 @@ class ForkServer:
             theirs.close()
         self._control = mine
 
+    def _command(self, control: int) -> list[str]:
+        """The server's command line, serving the socket ``control``."""
+        profile = self.profile
+        arguments = [str(control), json.dumps(profile.limits)]
+        if not profile.sandbox:
+            return [sys.executable, "-I", "-S", str(_SERVER), *arguments]
+        # Inside the sandbox only the interpreter's installation is bound, not this package: the
+        # server's code goes on its command line.
+        source = _SERVER.read_text(encoding="utf-8")
+        return [*profile.sandbox, str(SERVER_INTERPRETER), "-I", "-S", "-c", source, *arguments]
+
 
 class ForkServers:
-    """The fork servers of one sandbox: one per limit profile in use, at most a few at once."""
+    """The fork servers of one sandbox: one per profile in use, a few dozen at most."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._servers: OrderedDict[Limits, ForkServer] = OrderedDict()
+        self._servers: OrderedDict[ServerProfile, ForkServer] = OrderedDict()
 
     def spawn(
         self,
         argv: Sequence[str],
         *,
-        limits: Limits,
+        profile: ServerProfile,
         cwd: Path,
         env: Mapping[str, str],
         stdin: int,
         stdout: int,
         stderr: int,
     ) -> ServedProgram:
-        """Start ``argv`` through the server of ``limits`` (see :meth:`ForkServer.spawn`)."""
+        """Start ``argv`` through the server of ``profile`` (see :meth:`ForkServer.spawn`)."""
         while True:
             with self._lock:
-                server = self._servers.get(limits)
+                server = self._servers.get(profile)
                 if server is None or server.retiring:
-                    server = self._servers[limits] = ForkServer(limits)
-                self._servers.move_to_end(limits)
+                    server = self._servers[profile] = ForkServer(profile)
+                self._servers.move_to_end(profile)
                 while len(self._servers) > _MAX_SERVERS:
                     _, oldest = self._servers.popitem(last=False)
                     oldest.retire()

@@ -20,6 +20,12 @@ coding agents use. Each run gets:
   root) holds. Otherwise a user namespace maps the runtime's user to ``nobody`` and ``prlimit`` sets the
   process limit inside it, where it counts the sandbox's processes alone.
 
+Built per run, that costs several milliseconds. So a fork server (:mod:`librarian.runtime.forkserver`)
+runs inside a workflow's sandbox as a **namespace server** (:meth:`NamespaceSandbox.server_command`)
+and starts each run through ``unshare`` (:meth:`NamespaceSandbox.task_command`), which still gives it
+a PID namespace, a ``/proc`` and a user of its own; only the mount and network namespaces are
+shared by the runs of one workflow sandbox.
+
 Where ``bwrap`` is missing or the machine forbids namespaces (some containers),
 :func:`probe_isolation` says why; the runtime then refuses to start unless the operator chose
 ``runtime_sandbox_isolation = "none"``. What this protects against, and what not, is in
@@ -32,6 +38,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +68,17 @@ _NOBODY = 65534
 _UID_SPAN = 1_000_000
 
 
+# The first process of a run's PID namespace: runs the program as its child and exits with its status
+# (128 + N when a signal N ended it, as bwrap reports).
+_INIT = ("/bin/sh", "-c", '"$@"', "sh")
+# Namespace servers' sandboxes, by what decides them. Every run of a workflow asks for its server's,
+# and building one reads the file system (tool prefixes, hidden paths) for about a millisecond; kept
+# a few seconds, so a tool directory created meanwhile is bound by the next server.
+_SERVER_COMMANDS: dict[tuple[object, ...], tuple[float, tuple[str, ...]]] = {}
+_SERVER_COMMANDS_MAX = 256
+_SERVER_COMMAND_SECONDS = 5.0
+
+
 @dataclass(frozen=True)
 class NamespaceSandbox:
     """Builds the ``bwrap`` command line that runs one program in its own namespaces.
@@ -69,6 +87,9 @@ class NamespaceSandbox:
         bwrap: the ``bwrap`` program.
         helper: ``setpriv`` (runtime is root: drops to the workflow's user) or ``prlimit`` (not root:
             sets the process limit inside the user namespace).
+        unshare: util-linux's ``unshare``, which gives each run of a namespace server its own PID
+            namespace; ``None`` where that does not work inside a sandbox (then every run builds a
+            sandbox of its own).
         as_root: whether the runtime runs as root (then runs switch to a user of their own).
         hidden: paths no run may see even where a bound directory holds them (the data directory).
         read_only: more directories every run sees read-only (the operator's setting).
@@ -78,6 +99,7 @@ class NamespaceSandbox:
     bwrap: str
     helper: str
     as_root: bool
+    unshare: str | None = None
     hidden: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
     uid_base: int = 1_000_000_000
@@ -111,6 +133,7 @@ class NamespaceSandbox:
             bwrap=bwrap,
             helper=helper,
             as_root=as_root,
+            unshare=_task_namespaces(bwrap),
             hidden=tuple(_resolved(path) for path in hidden),
             read_only=tuple(_resolved(path) for path in read_only if path.exists()),
             uid_base=uid_base,
@@ -143,24 +166,12 @@ class NamespaceSandbox:
             network: keep the machine's network (otherwise only a private loopback exists).
             processes: the most processes the run may have at once.
         """
-        workspace = _resolved(workspace)
-        command = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        if not network:
-            command.append("--unshare-net")
-        command += ["--die-with-parent", "--new-session", "--hostname", "librarian-task"]
+        command = self._sandbox(argv[0], workspace=workspace, path=path, network=network)
+        command += ["--die-with-parent"]
         if self.as_root:
-            command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
         else:
-            command += ["--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY)]
-        command += self._system
-        command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        tools = self._tools(argv[0], path, workspace)
-        made: set[Path] = set()
-        for tool in tools:
-            command += [*_parents(tool, made, tools), "--ro-bind", str(tool), str(tool)]
-        command += self._masks()  # before the workspace, which may lie inside
-        command += [*_parents(workspace, made, tools), "--bind", str(workspace), str(workspace)]
-        command += ["--chdir", str(workspace), "--"]
+            command += ["--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY), "--"]
         user = self.user_for(workflow_id)
         if user is not None:
             command += [self.helper, f"--reuid={user}", f"--regid={user}", "--clear-groups"]
@@ -169,11 +180,73 @@ class NamespaceSandbox:
             command += [self.helper, f"--nproc={processes}:{processes}", "--"]
         return [*command, *argv]
 
-    def _tools(self, program: str, path: str, workspace: Path) -> list[Path]:
+    def server_command(
+        self, program: str, *, workspace: Path, path: str, network: bool, interpreter: Path
+    ) -> list[str]:
+        """The sandbox of a namespace server (:class:`librarian.runtime.forkserver.ForkServer`), up to ``--``.
+
+        The same namespaces and mounts as :meth:`command` gives a run of ``program``, plus the
+        installation of ``interpreter`` (which runs the server), read-only. Its runs go through
+        :meth:`task_command`, so each still gets a PID namespace, a ``/proc`` and a user of its own.
+        When the runtime is root, the server keeps the capabilities ``unshare`` needs for that; its
+        programs never hold any. It lives as long as its worker keeps its socket open, not as long as
+        the thread that started it (no ``--die-with-parent``).
+        """
+        key = (self, program if program.startswith("/") else "", workspace, path, network, interpreter)
+        now = time.monotonic()
+        known = _SERVER_COMMANDS.get(key)
+        if known is not None and now - known[0] < _SERVER_COMMAND_SECONDS:
+            return list(known[1])
+        command = self._sandbox(program, workspace=workspace, path=path, network=network, runs=interpreter)
+        # The server is its PID namespace's first process: if it dies, the kernel ends every run it
+        # started (bwrap's own init would keep the namespace alive while orphans remain).
+        command += ["--as-pid-1", *_server_capabilities(), "--"]
+        if len(_SERVER_COMMANDS) >= _SERVER_COMMANDS_MAX:
+            _SERVER_COMMANDS.clear()
+        _SERVER_COMMANDS[key] = (now, tuple(command))
+        return command
+
+    def task_command(self, argv: Sequence[str], *, workflow_id: str) -> list[str]:
+        """``argv`` as a namespace server runs it: in a PID namespace of its own.
+
+        ``unshare`` gives it a fresh ``/proc`` (it sees its own processes only) and kills it if the
+        server kills ``unshare``. A shell is the namespace's first process and runs the program as
+        its child, as ``bwrap``'s own init does (the kernel shields a namespace's first process from
+        the signals its namespace sends, so a program that was first would ignore a ``kill -TERM $$``
+        of its own). When the shell exits, the kernel kills whatever was left in the namespace,
+        ``setsid`` or not. The run has the workflow's user (root runtime) or, in a user namespace of
+        its own, ``nobody`` without capabilities (a new user namespace clears the ambient ones);
+        ``bwrap`` set ``no_new_privs`` on the whole sandbox, so no exec can gain any.
+        """
+        assert self.unshare is not None, "namespace servers need unshare (see NamespaceSandbox.unshare)"
+        return [self.unshare, *_unshare_arguments(self.user_for(workflow_id)), "--", *_INIT, *argv]
+
+    def _sandbox(
+        self, program: str, *, workspace: Path, path: str, network: bool, runs: Path | None = None
+    ) -> list[str]:
+        """``bwrap``'s namespaces and mounts for runs of ``program`` (and of ``runs``'s installation)."""
+        workspace = _resolved(workspace)
+        command = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not network:
+            command.append("--unshare-net")
+        command += ["--new-session", "--hostname", "librarian-task"]
+        command += self._system
+        command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        tools = self._tools(program, path, workspace, runs)
+        made: set[Path] = set()
+        for tool in tools:
+            command += [*_parents(tool, made, tools), "--ro-bind", str(tool), str(tool)]
+        command += self._masks()  # before the workspace, which may lie inside
+        command += [*_parents(workspace, made, tools), "--bind", str(workspace), str(workspace)]
+        command += ["--chdir", str(workspace)]
+        return command
+
+    def _tools(self, program: str, path: str, workspace: Path, runs: Path | None = None) -> list[Path]:
         """The directories a run sees read-only besides the system: its tools and the operator's list."""
         entries = [Path(entry) for entry in path.split(os.pathsep) if entry.startswith("/")]
-        if program.startswith("/"):
-            entries.append(Path(program).parent)
+        for named in (program, str(runs or "")):
+            if named.startswith("/"):
+                entries.append(Path(named).parent)
         wanted: list[Path] = list(self.read_only)
         for entry in entries:
             if not _under_system(entry):
@@ -342,6 +415,54 @@ def probe_isolation() -> str | None:
         said = completed.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"bwrap cannot create namespaces here ({said[-1] if said else f'exit {completed.returncode}'})"
     return None
+
+
+def _server_capabilities() -> list[str]:
+    """``bwrap`` arguments for a namespace server's own user: see :meth:`NamespaceSandbox.server_command`."""
+    if os.geteuid() == 0:
+        return ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    return ["--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY)]
+
+
+def _unshare_arguments(user: int | None) -> list[str]:
+    """``unshare``'s options for one run of a namespace server (see :meth:`NamespaceSandbox.task_command`)."""
+    command = ["--pid", "--fork", "--kill-child", "--mount-proc"]
+    if user is not None:
+        return [*command, "--setuid", str(user), "--setgid", str(user)]
+    return [*command, "--user", f"--map-user={_NOBODY}", f"--map-group={_NOBODY}"]
+
+
+@cache
+def _task_namespaces(bwrap: str) -> str | None:
+    """``unshare`` if it can start a run in a PID namespace of its own inside a server's sandbox.
+
+    Checked once, as a namespace server would do it; ``None`` (each run then builds its own sandbox)
+    where ``unshare`` is missing or the machine refuses namespaces nested in a sandbox.
+    """
+    unshare = shutil.which("unshare", path=_SYSTEM_BIN)
+    if unshare is None:
+        return None
+    user = _NOBODY if os.geteuid() == 0 else None
+    probe = [bwrap, "--unshare-pid", "--unshare-net", *_server_capabilities(), *_system_arguments()]
+    probe += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        unshare,
+        *_unshare_arguments(user),
+        "--",
+        *_INIT,
+        "true",
+    ]
+    try:
+        completed = subprocess.run(
+            probe, capture_output=True, timeout=30, check=False, env={"PATH": _SYSTEM_BIN}
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return unshare if completed.returncode == 0 else None
 
 
 def give_to_owner(descriptor: int, owner: int | None) -> None:

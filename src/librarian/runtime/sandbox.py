@@ -53,7 +53,13 @@ from typing import Literal
 from librarian.config import Settings
 from librarian.errors import BackendUnavailableError, InvalidInputError
 from librarian.runtime.contracts import Workspace
-from librarian.runtime.forkserver import ForkServerError, ForkServers, RequestTooLargeError
+from librarian.runtime.forkserver import (
+    SERVER_INTERPRETER,
+    ForkServerError,
+    ForkServers,
+    RequestTooLargeError,
+    ServerProfile,
+)
 from librarian.runtime.isolation import NamespaceSandbox
 from librarian.runtime.program_io import LocalProgram, Program, collect, devnull, output_pipes, stdin_file
 from librarian.runtime.rlimits import prlimit_command, run_rlimits, wrapper_command
@@ -444,8 +450,14 @@ class EnvironmentManager:
             try:
                 ticket = self._groups.starting()
                 stdin_fd = stdin_handle.fileno() if stdin_handle is not None else devnull()
-                command = self._isolated(args, workspace, env["PATH"], limits, network)
-                program = self._start(command, workspace, env, limits, stdin_fd, stdout_write, stderr_write)
+                program = self._start(
+                    args,
+                    workspace,
+                    env,
+                    limits,
+                    self._network_allowed(network),
+                    (stdin_fd, stdout_write, stderr_write),
+                )
             except BaseException as exc:
                 self._groups.not_started()
                 os.close(stdout_read)
@@ -489,20 +501,23 @@ class EnvironmentManager:
             timeout_seconds=limits.timeout_seconds,
         )
 
+    def _network_allowed(self, asked: bool) -> bool:
+        """Whether a run keeps the machine's network: the policy, and whether the run asked."""
+        return self.network == "on" or (self.network == "per_task" and asked)
+
     def _isolated(
         self, args: tuple[str, ...], workspace: Workspace, path: str, limits: SandboxLimits, network: bool
     ) -> tuple[str, ...]:
         """``args`` inside this manager's namespaces, or as they are when runs are not isolated."""
         if self.isolation is None:
             return args
-        allowed = self.network == "on" or (self.network == "per_task" and network)
         return tuple(
             self.isolation.command(
                 args,
                 workspace=workspace.root,
                 workflow_id=workspace.workflow_id,
                 path=path,
-                network=allowed,
+                network=network,
                 processes=limits.processes,
             )
         )
@@ -513,16 +528,29 @@ class EnvironmentManager:
         workspace: Workspace,
         env: dict[str, str],
         limits: SandboxLimits,
-        stdin: int,
-        stdout: int,
-        stderr: int,
+        network: bool,
+        stdio: tuple[int, int, int],
     ) -> Program:
-        """Start ``args`` in its own session under ``limits``, with the launcher of this manager."""
+        """Start ``args`` in its own session under ``limits``, with the launcher of this manager.
+
+        With a fork server, an isolated run goes to its workflow sandbox's namespace server (built
+        once; then a run costs a spawn of ``unshare``, which gives it a PID namespace of its own);
+        otherwise each run builds its own sandbox.
+        """
+        stdin, stdout, stderr = stdio
         if self._forkservers is not None and limits.memory_mb >= _FORKSERVER_MIN_MEMORY_MB:
+            profile = ServerProfile(self._rlimits(limits))
+            served = args
+            if self.isolation is not None:
+                if self.isolation.unshare is None:
+                    served = self._isolated(args, workspace, env["PATH"], limits, network)
+                else:
+                    profile = self._namespace_server(args[0], workspace, env["PATH"], limits, network)
+                    served = tuple(self.isolation.task_command(args, workflow_id=workspace.workflow_id))
             try:
                 return self._forkservers.spawn(
-                    args,
-                    limits=self._rlimits(limits),
+                    served,
+                    profile=profile,
                     cwd=workspace.root,
                     env=env,
                     stdin=stdin,
@@ -532,7 +560,7 @@ class EnvironmentManager:
             except RequestTooLargeError:
                 pass  # an argv or environment of more than 128 KiB: started here instead
         process = subprocess.Popen(
-            self._launch(limits, args),
+            self._launch(limits, self._isolated(args, workspace, env["PATH"], limits, network)),
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
@@ -544,13 +572,25 @@ class EnvironmentManager:
         )
         return LocalProgram(process)
 
-    def _rlimits(self, limits: SandboxLimits) -> tuple[tuple[int, int, int], ...]:
+    def _namespace_server(
+        self, program: str, workspace: Workspace, path: str, limits: SandboxLimits, network: bool
+    ) -> ServerProfile:
+        """The namespace server of a run: one per workflow sandbox (its mounts and network) and limits."""
+        assert self.isolation is not None
+        sandbox = self.isolation.server_command(
+            program, workspace=workspace.root, path=path, network=network, interpreter=SERVER_INTERPRETER
+        )
+        # The process limit is the server's too (root is exempt from it, the runs are not): as the
+        # workflow's user, or per run in a user namespace of its own.
+        return ServerProfile(self._rlimits(limits, processes=True), tuple(sandbox))
+
+    def _rlimits(self, limits: SandboxLimits, *, processes: bool = False) -> tuple[tuple[int, int, int], ...]:
         """The launcher's limits; with the process count when runs switch to a user of their own.
 
         The kernel counts ``RLIMIT_NPROC`` per user: only a user that is the run's alone makes it a
         per-run limit (a user namespace sets it inside instead, see :mod:`librarian.runtime.isolation`).
         """
-        counted = self.isolation is not None and self.isolation.as_root
+        counted = processes or (self.isolation is not None and self.isolation.as_root)
         return run_rlimits(
             memory_bytes=limits.memory_mb * 1024 * 1024,
             cpu_seconds=limits.cpu_seconds,
