@@ -32,12 +32,9 @@ polling, so a task that ends is reported at once.
 from __future__ import annotations
 
 import atexit
-import errno
-import math
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -46,7 +43,6 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -61,8 +57,28 @@ from librarian.runtime.forkserver import (
     ServerProfile,
 )
 from librarian.runtime.isolation import NamespaceSandbox
+from librarian.runtime.process_groups import ProcessGroups
 from librarian.runtime.program_io import LocalProgram, Program, collect, devnull, output_pipes, stdin_file
 from librarian.runtime.rlimits import prlimit_command, run_rlimits, wrapper_command
+from librarian.runtime.run_limits import (
+    ProcessOutcome,
+    SandboxLimits,
+    check_limits,
+    checked_argv,
+    not_executed,
+)
+
+__all__ = [
+    "DEFAULT_PASSTHROUGH",
+    "FORKSERVER_AVAILABLE",
+    "CommandNotFoundError",
+    "EnvironmentManager",
+    "Launcher",
+    "NetworkPolicy",
+    "ProcessOutcome",
+    "SandboxLimits",
+    "kill_all_sandboxes",
+]
 
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -73,8 +89,6 @@ _SECRET_NAME = re.compile(
 # Copied from the worker when set; nothing else of the worker's environment is.
 DEFAULT_PASSTHROUGH = ("LANG", "LC_ALL", "TZ")
 
-# Read once: ``os.cpu_count`` reads a file under /sys on every call, and every run needs it.
-_CPUS = os.cpu_count() or 1
 
 # Where ``prlimit`` is looked for (never on the task's PATH, which the workflow could influence).
 _SYSTEM_BIN = "/usr/bin:/bin:/usr/sbin:/sbin"
@@ -90,121 +104,6 @@ _FORKSERVER_MIN_MEMORY_MB = 64
 
 class CommandNotFoundError(InvalidInputError):
     """The program named by ``argv[0]`` is not on the sandbox's ``PATH`` (or not in the workspace)."""
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Resource limits of one run.
-
-    Attributes:
-        timeout_seconds: wall-clock limit; the process group is killed when it passes.
-        memory_mb: memory each process may write (``RLIMIT_DATA``: heap and private mappings), in
-            MiB. Not ``RLIMIT_AS``: JIT runtimes reserve far more address space than they use (V8 in
-            Deno reserves over 64 GiB up front and, refused, aborts with exit code 0).
-        output_bytes: bytes of stdout, and separately of stderr, that are kept.
-        open_files: ``RLIMIT_NOFILE``.
-        file_bytes: largest file a task may write (``RLIMIT_FSIZE``).
-        processes: processes (and threads) a task may have at once; enforced only when tasks are
-            isolated (:mod:`librarian.runtime.isolation`), where each run's processes are counted apart.
-    """
-
-    timeout_seconds: float = 300.0
-    memory_mb: int = 2048
-    output_bytes: int = 1_000_000
-    open_files: int = 1024
-    file_bytes: int = 4 * 1024**3
-    processes: int = 512
-
-    @property
-    def cpu_seconds(self) -> int:
-        """``RLIMIT_CPU``: a backstop behind the wall-clock timeout that still lets every core work."""
-        return math.ceil(self.timeout_seconds) * _CPUS + 1
-
-
-@dataclass(frozen=True)
-class ProcessOutcome:
-    """What one run produced.
-
-    ``exit_code`` is negative when the process was killed by a signal (``-9`` after a timeout).
-    ``stdout``/``stderr`` are decoded as UTF-8 (bad bytes replaced); when cut, they end with a line
-    saying how much was kept, and ``*_truncated`` is true. ``*_bytes`` count everything produced.
-    """
-
-    argv: tuple[str, ...]
-    exit_code: int
-    stdout: str
-    stderr: str
-    timed_out: bool
-    duration_seconds: float
-    stdout_bytes: int
-    stderr_bytes: int
-    stdout_truncated: bool
-    stderr_truncated: bool
-    timeout_seconds: float | None = None
-
-    @property
-    def signal_name(self) -> str | None:
-        """The name of the signal that ended the process (``"SIGKILL"``), or None for a normal exit."""
-        if self.exit_code >= 0:
-            return None
-        try:
-            return signal.Signals(-self.exit_code).name
-        except ValueError:
-            return f"signal {-self.exit_code}"
-
-
-class _ProcessGroups:
-    """The programs of the runs in progress, so they can all be killed at once (thread-safe).
-
-    A program leaves the registry before it is reaped, and killing holds the same lock: a group id
-    signalled here is always still a live group's, never a reused pid.
-
-    A program already runs before it can be registered. So a run announces itself first
-    (:meth:`starting`), and one that was starting when :meth:`kill_all` struck is killed as it
-    registers: nothing slips between the start and the registry.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._live: set[Program] = set()
-        self._starting = 0
-        self._kills = 0  # how many times kill_all ran: a run starting across one is killed too
-        self.closed = False
-
-    def starting(self) -> int:
-        """Announce a program about to start; its ticket goes to :meth:`add` or :meth:`not_started`."""
-        with self._lock:
-            self._starting += 1
-            return self._kills
-
-    def not_started(self) -> None:
-        """The announced program could not be started."""
-        with self._lock:
-            self._starting -= 1
-
-    def add(self, program: Program, ticket: int) -> bool:
-        """Register a started program; killed at once instead if :meth:`kill_all` ran while it started."""
-        with self._lock:
-            self._starting -= 1
-            if self.closed or ticket != self._kills:
-                program.kill()
-                return False
-            self._live.add(program)
-            return True
-
-    def discard(self, program: Program) -> None:
-        """Forget a program that is about to be reaped."""
-        with self._lock:
-            self._live.discard(program)
-
-    def kill_all(self, *, close: bool = False) -> int:
-        """SIGKILL every registered group (and, with ``close``, every later one); how many there were."""
-        with self._lock:
-            self.closed = self.closed or close
-            self._kills += 1
-            for program in self._live:
-                program.kill()
-            return len(self._live) + self._starting
 
 
 # Every manager of this process, for the exit hook; weak, so a manager that is dropped is not kept.
@@ -288,7 +187,7 @@ class EnvironmentManager:
         self.prlimit = prlimit
         serve = launcher == "forkserver" or (launcher == "auto" and FORKSERVER_AVAILABLE)
         self._forkservers = ForkServers() if serve else None
-        self._groups = _ProcessGroups()
+        self._groups = ProcessGroups()
         with _MANAGERS_LOCK:
             _MANAGERS.add(self)
 
@@ -432,8 +331,8 @@ class EnvironmentManager:
             file_bytes=self.limits.file_bytes,
             processes=self.limits.processes,
         )
-        _check_limits(limits)
-        args = _checked_argv(argv)
+        check_limits(limits)
+        args = checked_argv(argv)
         env = self.environment(workspace, env_overrides)
         _ensure_tmp(workspace.root)  # a task may have removed it
         if workspace.owner is not None:
@@ -469,7 +368,7 @@ class EnvironmentManager:
                 # the machine's.
                 refused = exc.exec_failed if isinstance(exc, ForkServerError) else exc.filename is not None
                 if refused:
-                    return _not_executed(args, exc, time.monotonic() - started)
+                    return not_executed(args, exc, time.monotonic() - started)
                 raise BackendUnavailableError(f"the sandbox cannot start {args[0]!r}: {exc}") from exc
             else:
                 self._groups.add(program, ticket)
@@ -605,45 +504,6 @@ class EnvironmentManager:
         if self.prlimit is None:
             return wrapper_command(rlimits, args)
         return prlimit_command(self.prlimit, rlimits, args)
-
-
-def _not_executed(args: tuple[str, ...], failure: OSError, duration: float) -> ProcessOutcome:
-    """The outcome of a program its exec refused, as a shell reports it: exit 127 (missing) or 126."""
-    message = f"librarian-sandbox: cannot run {args[0]!r}: {failure.strerror or failure}\n"
-    return ProcessOutcome(
-        argv=args,
-        exit_code=127 if failure.errno == errno.ENOENT else 126,
-        stdout="",
-        stderr=message,
-        timed_out=False,
-        duration_seconds=duration,
-        stdout_bytes=0,
-        stderr_bytes=len(message.encode()),
-        stdout_truncated=False,
-        stderr_truncated=False,
-    )
-
-
-def _checked_argv(argv: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(argv, str) or not argv:
-        raise InvalidInputError(
-            "argv must be a non-empty list of strings", hint='e.g. ["git", "status"]; no shell is used'
-        )
-    for index, arg in enumerate(argv):
-        if not isinstance(arg, str) or "\0" in arg:
-            raise InvalidInputError(f"argv[{index}] must be a string without NUL bytes, got {arg!r}")
-    if not argv[0]:
-        raise InvalidInputError("argv[0] (the program) is empty")
-    return tuple(argv)
-
-
-def _check_limits(limits: SandboxLimits) -> None:
-    if not limits.timeout_seconds > 0:
-        raise InvalidInputError(f"timeout_seconds must be positive, got {limits.timeout_seconds}")
-    if limits.memory_mb < 16:
-        raise InvalidInputError(f"memory_mb must be at least 16, got {limits.memory_mb}")
-    if limits.output_bytes < 0:
-        raise InvalidInputError(f"output_bytes must not be negative, got {limits.output_bytes}")
 
 
 def _give(directory: Path, owner: int) -> None:
