@@ -101,6 +101,11 @@ def not_executed(args: tuple[str, ...], failure: OSError, duration: float) -> Pr
 
 
 def checked_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """``argv`` as a tuple, once it is a non-empty list of strings without NUL bytes.
+
+    Raises:
+        InvalidInputError: naming the argument that is wrong.
+    """
     if isinstance(argv, str) or not argv:
         raise InvalidInputError(
             "argv must be a non-empty list of strings", hint='e.g. ["git", "status"]; no shell is used'
@@ -114,6 +119,11 @@ def checked_argv(argv: Sequence[str]) -> tuple[str, ...]:
 
 
 def check_limits(limits: SandboxLimits) -> None:
+    """Refuse limits no run could work under.
+
+    Raises:
+        InvalidInputError: a timeout that is not positive, under 16 MiB of memory, negative output.
+    """
     if not limits.timeout_seconds > 0:
         raise InvalidInputError(f"timeout_seconds must be positive, got {limits.timeout_seconds}")
     if limits.memory_mb < 16:
