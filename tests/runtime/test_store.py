@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from librarian.runtime import attempts, store
+from librarian.runtime import attempt_results, attempts, store
 from librarian.runtime.contracts import TaskSpec, TaskStatus
 from librarian.runtime.evaluator import Evaluation
 from librarian.runtime.models import Task
@@ -135,9 +135,9 @@ def test_a_claim_and_a_result_are_applied_once_and_duplicates_are_logged(databas
     with sessions.begin() as session:
         assert not attempts.mark_in_progress(session, spec, worker="exec2", lease_seconds=30)
     with sessions.begin() as session:
-        applied = attempts.apply_result(session, spec, verdict, actor="eval")
+        applied = attempt_results.apply_result(session, spec, verdict, actor="eval")
     with sessions.begin() as session:
-        duplicate = attempts.apply_result(session, spec, verdict, actor="eval")
+        duplicate = attempt_results.apply_result(session, spec, verdict, actor="eval")
     with sessions() as session:
         workflow = store.get_workflow(session, workflow_id)
         task = session.get(Task, uuid.UUID(spec.task_id))
@@ -171,7 +171,7 @@ def test_a_duplicate_inside_one_batch_is_applied_once_and_logged_after(database_
     with sessions.begin() as session:
         assert attempts.mark_in_progress(session, spec, worker="exec", lease_seconds=30)
     with sessions.begin() as session:
-        flags = attempts.apply_results(session, [(spec, verdict), (spec, verdict)], actor="eval")
+        flags = attempt_results.apply_results(session, [(spec, verdict), (spec, verdict)], actor="eval")
     with sessions() as session:
         workflow = store.get_workflow(session, workflow_id)
         kinds = [event.kind for event in store.events(session, workflow_id, uuid.UUID(spec.task_id))]
@@ -207,7 +207,7 @@ def test_a_batch_applies_current_results_and_logs_stale_ones_the_same_on_both_da
     stale_b = TaskSpec(b.task_id, b.workflow_id, b.executor_type, b.payload, b.description, attempt=0)
 
     with sessions.begin() as session:
-        flags = attempts.apply_results(
+        flags = attempt_results.apply_results(
             session, [(a, success), (stale_b, success), (c, failure)], actor="eval"
         )
 
@@ -281,16 +281,16 @@ def test_only_results_that_give_the_orchestrator_work_wake_it(database_url: str)
 
     def apply(spec: TaskSpec, evaluation: Evaluation) -> bool:
         with sessions.begin() as session:
-            assert attempts.apply_results(session, [(spec, evaluation)], actor="eval") == [True]
+            assert attempt_results.apply_results(session, [(spec, evaluation)], actor="eval") == [True]
             workflow_id = uuid.UUID(spec.workflow_id)
-            return attempts.orchestrator_needed(session, [(workflow_id, evaluation)])
+            return attempt_results.orchestrator_needed(session, [(workflow_id, evaluation)])
 
     assert apply(first, success)  # "second" waits on it: now it can be dispatched
     assert not apply(fan[0], success)  # nothing waits on it, and the fan-out is not done
     assert apply(fan[1], failure)  # a failure is always corrected
     assert apply(only, success)  # its workflow has wholly succeeded: it can be finished
     with sessions() as session:
-        assert not attempts.orchestrator_needed(session, [])
+        assert not attempt_results.orchestrator_needed(session, [])
 
 
 def test_postgres_event_log_takes_no_lock_on_its_workflow(postgres_url: str) -> None:

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from librarian.config import Settings
 from librarian.correction.triggers import WarningCheck, load_trigger_rules
 from librarian.errors import BackendUnavailableError, InvalidInputError, LibrarianError
-from librarian.runtime import attempts, store, wakeup
+from librarian.runtime import attempt_results, attempts, store, wakeup
 from librarian.runtime.broker.base import Broker, Handler
 from librarian.runtime.broker.batches import BatchBroker, BatchHandler
 from librarian.runtime.broker.replies import ReplyHandler, replying, replying_in_batches, unbundled
@@ -299,7 +299,7 @@ def evaluator_batch_handler(
     def apply(parsed: list[tuple[TaskSpec, uuid.UUID, ExecutionResult]]) -> bool:
         """Apply ``parsed`` in one transaction; whether the orchestrator has work to do."""
         with services.sessions.begin() as session:
-            states = attempts.task_states(session, [task_id for _, task_id, _ in parsed])
+            states = attempt_results.task_states(session, [task_id for _, task_id, _ in parsed])
             evaluated = [
                 (
                     spec,
@@ -316,14 +316,14 @@ def evaluator_batch_handler(
                 if (state := states.get(task_id)) is not None
             ]
             results = [(spec, evaluation) for spec, _, evaluation in evaluated]
-            flags = attempts.apply_results(session, results, actor=name, states=states)
+            flags = attempt_results.apply_results(session, results, actor=name, states=states)
             applied = [
                 (state.workflow_id, evaluation)
                 for (_, state, evaluation), won in zip(evaluated, flags, strict=True)
                 if won
             ]
             # Only results that can give the orchestrator work wake it (not every one of a fan-out).
-            wake = attempts.orchestrator_needed(session, applied)
+            wake = attempt_results.orchestrator_needed(session, applied)
             if wake and on_applied is None:
                 wakeup.notify(session)
         return wake
