@@ -9,6 +9,7 @@ running past its timeout, forked without bound, and reached internal services ov
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -218,6 +219,19 @@ def test_runs_of_a_workflow_share_its_namespace_server_and_other_workflows_get_t
         assert "mine" not in out and "wf-a" not in out and "No such file" in err
         assert int(out.split()[-1]) == manager.isolation.user_for("wf-b")  # type: ignore[union-attr]
         assert len(servers.server_pids()) == 2
+    finally:
+        manager.shutdown()
+
+
+@pytest.mark.skipif(not FORKSERVER_AVAILABLE, reason="no pidfd")
+def test_a_workspace_deleted_and_made_again_gets_a_server_that_sees_the_new_one(tmp_path: Path) -> None:
+    manager = _namespace_manager(tmp_path)
+    try:
+        assert _sh(manager, "echo first > a.txt")[0] == 0
+        shutil.rmtree(manager.root / "wf-1")  # an operator cleans the workspaces up
+        workspace = manager.workspace_for("wf-1")
+        assert _sh(manager, "echo second > b.txt; ls")[:2] == (0, "b.txt\ntmp\n")
+        assert (workspace.root / "b.txt").read_text() == "second\n"
     finally:
         manager.shutdown()
 

@@ -55,10 +55,13 @@ class ServerProfile:
     Attributes:
         limits: ``(resource, soft, hard)`` triples the server sets on itself; its programs inherit them.
         sandbox: the ``bwrap`` command line (ending with ``--``) the server runs in, or empty.
+        workspace: the device and inode of the directory the sandbox binds as the workspace: one
+            deleted and made again under the same name is another directory, and gets another server.
     """
 
     limits: Limits
     sandbox: tuple[str, ...] = ()
+    workspace: tuple[int, int] = (0, 0)
 
 
 class ForkServerError(OSError):

@@ -481,7 +481,10 @@ class EnvironmentManager:
         )
         # The process limit is the server's too (root is exempt from it, the runs are not): as the
         # workflow's user, or per run in a user namespace of its own.
-        return ServerProfile(self._rlimits(limits, processes=True), tuple(sandbox))
+        directory = os.stat(workspace.root)
+        return ServerProfile(
+            self._rlimits(limits, processes=True), tuple(sandbox), (directory.st_dev, directory.st_ino)
+        )
 
     def _rlimits(self, limits: SandboxLimits, *, processes: bool = False) -> tuple[tuple[int, int, int], ...]:
         """The launcher's limits; with the process count when runs switch to a user of their own.
