@@ -35,8 +35,6 @@ import logging
 import shlex
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +42,8 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from librarian.correction.attempt_verdict import attempt_verdict
+from librarian.correction.fix_records import AttemptRecord, KnownFix, Settlement
 from librarian.correction.fix_templates import make_fix_template
 from librarian.correction.models import ERROR_TEXT_CHARS, CorrectionAttempt, VerifiedFix
 from librarian.correction.problem import Problem
@@ -52,8 +52,6 @@ from librarian.errors import LibrarianError
 from librarian.research.feedback import record_feedback
 from librarian.research.scrub import scrub
 from librarian.runtime import store
-from librarian.runtime.contracts import TaskStatus, WorkflowStatus
-from librarian.runtime.models import Task, TaskEvent
 from librarian.runtime.policy import StrategyPolicy
 from librarian.storage.models import as_utc, utcnow
 
@@ -67,131 +65,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 _PROPOSED = "proposed"
-
-
-@dataclass(frozen=True)
-class KnownFix:
-    """A verified fix found for a problem.
-
-    Attributes:
-        fix_id: its row id.
-        same_version: it was verified with the version the problem has.
-        tool_version: the version it was verified with.
-        entry: the fix as the ``learned_fix`` strategy reads it (``id``, ``signature``, the two
-            templates, ``successes``, ``failures``).
-        snippets: the research snippets it was derived from.
-    """
-
-    fix_id: int
-    same_version: bool
-    tool_version: str | None
-    entry: dict[str, Any]
-    snippets: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class AttemptRecord:
-    """A correction the loop is about to propose, as it is stored.
-
-    Attributes:
-        workflow_id, task_id, task_key: the task it corrects.
-        problem: the problem it solves.
-        trigger_category: the class the trigger rules gave the failure.
-        error_text: what the failed command printed (scrubbed before it is stored).
-        exit_code: the failed command's exit status.
-        failed_argv, corrected_argv: the command that failed and the one that replaces it.
-        strategy: the strategy that proposed it; source: where its knowledge came from
-            (``session_cache``, ``knowledge_base``, ``research``, ``llm``).
-        confidence, rationale: as the strategy said.
-        fix_id: the verified fix it reuses, if any.
-        snippets: the research snippets it relied on.
-        research_calls: research calls made for this correction.
-        failed_at: when the failure was recorded.
-        kind: ``command`` or ``code``.
-        failed_code, corrected_code: a code task's source before and after (``None`` for commands).
-        edits: the edits that made the correction.
-        chain_parent_id: the attempt whose correction this one corrects further, if any.
-        depth: its depth in that chain (0 for a first correction).
-    """
-
-    workflow_id: uuid.UUID
-    task_id: uuid.UUID
-    task_key: str
-    problem: Problem
-    trigger_category: str
-    error_text: str
-    failed_argv: list[str]
-    corrected_argv: list[str]
-    strategy: str
-    source: str
-    confidence: float
-    rationale: str
-    fix_id: int | None = None
-    snippets: list[dict[str, Any]] = field(default_factory=list)
-    research_calls: int = 0
-    failed_at: datetime | None = None
-    exit_code: int | None = None
-    kind: str = "command"
-    failed_code: str | None = None
-    corrected_code: str | None = None
-    edits: list[dict[str, Any]] = field(default_factory=list)
-    chain_parent_id: int | None = None
-    depth: int = 0
-
-
-@dataclass(frozen=True)
-class Settlement:
-    """The verdict on one correction attempt.
-
-    Attributes:
-        attempt_id, workflow_id, task_key: which attempt.
-        outcome: ``succeeded``, ``failed`` or ``not_applied``.
-        strategy, source: how the correction was found.
-        corrected_argv: the command it ran.
-        fix_id: the verified fix that was created or updated (``None`` when none was).
-        new_fix: a new verified fix was saved.
-        successes, failures: the fix's counts after this verdict.
-        reward: the retry's reward (also added to the strategy statistics).
-        correction_seconds: from the failure to the successful retry's result, when it succeeded.
-        chain_fix_id: for the end of a chain, the verified fix saved for the whole chain (from the
-            task's first failed command to the one that worked).
-    """
-
-    attempt_id: int
-    workflow_id: str
-    task_key: str
-    outcome: str
-    strategy: str
-    source: str
-    corrected_argv: list[str]
-    fix_id: int | None
-    new_fix: bool
-    successes: int
-    failures: int
-    reward: float | None
-    correction_seconds: float | None = None
-    chain_fix_id: int | None = None
-    shown: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready copy."""
-        return {
-            "attempt_id": self.attempt_id,
-            "workflow_id": self.workflow_id,
-            "task_key": self.task_key,
-            "outcome": self.outcome,
-            "strategy": self.strategy,
-            "source": self.source,
-            "corrected_argv": list(self.corrected_argv),
-            "fix_id": self.fix_id,
-            "new_fix": self.new_fix,
-            "successes": self.successes,
-            "failures": self.failures,
-            "reward": self.reward,
-            "correction_seconds": self.correction_seconds,
-            "chain_fix_id": self.chain_fix_id,
-            "shown": self.shown,
-        }
 
 
 class FixStore:
@@ -355,7 +228,7 @@ class FixStore:
             attempt = session.get(CorrectionAttempt, attempt_id)
             if attempt is None or attempt.outcome != _PROPOSED:
                 return None
-            verdict = _verdict(session, attempt)
+            verdict = attempt_verdict(session, attempt)
             if verdict is None:
                 return None
             outcome, reward, succeeded_at = verdict
@@ -587,77 +460,6 @@ def _count_outcome(session: Session, fix: VerifiedFix, outcome: Literal["succeed
         .execution_options(synchronize_session=False)
     )
     session.refresh(fix)  # the settlement reports the counts the database now holds
-
-
-def _verdict(
-    session: Session, attempt: CorrectionAttempt
-) -> tuple[str, float | None, datetime | None] | None:
-    """``(outcome, reward, when the retry succeeded)``, or ``None`` while it is undecided."""
-    task = session.get(Task, attempt.task_id)
-    if task is None:
-        return ("not_applied", None, None)
-    workflow = store.get_workflow(session, task.workflow_id)
-    # A paused workflow (waiting for an answer) is not over: its attempts wait with it.
-    finished = workflow.final_status not in (WorkflowStatus.RUNNING.value, WorkflowStatus.PAUSED.value)
-    log = store.events(session, task.workflow_id, task.task_id)
-    surgery = next(
-        (
-            i
-            for i, event in enumerate(log)
-            if event.kind == "surgery"
-            and as_utc(event.at) >= as_utc(attempt.proposed_at)
-            and _retried(event, attempt)
-        ),
-        None,
-    )
-    if surgery is None:
-        applied_elsewhere = task.status != TaskStatus.FAILED.value and any(
-            event.kind == "surgery" and as_utc(event.at) >= as_utc(attempt.proposed_at) for event in log
-        )
-        return ("not_applied", None, None) if finished or applied_elsewhere else None
-    result = next((event for event in log[surgery + 1 :] if event.kind == "result_applied"), None)
-    if result is None:
-        return ("failed", None, None) if finished else None
-    reward = _reward(result)
-    if result.to_status != TaskStatus.SUCCESS.value:
-        # The loop decides what the failure means when it next corrects the task: a correction of
-        # this correction continues a chain (no verdict yet: the chain's end decides), anything
-        # else means this one was wrong.
-        later = list(
-            session.scalars(
-                select(CorrectionAttempt).where(
-                    CorrectionAttempt.task_id == attempt.task_id, CorrectionAttempt.id > attempt.id
-                )
-            )
-        )
-        if any(other.chain_parent_id == attempt.id for other in later):
-            return ("continued", reward, None)
-        return ("failed", reward, None) if later or finished else None
-    dependants = [
-        other
-        for other in store.workflow_tasks(session, task.workflow_id)
-        if task.task_id in other.dependencies
-    ]
-    if all(other.status == TaskStatus.SUCCESS.value for other in dependants):
-        return ("succeeded", reward, result.at)
-    if finished:
-        return ("failed", reward, None)
-    return None
-
-
-def _retried(event: TaskEvent, attempt: CorrectionAttempt) -> bool:
-    """Whether a surgery event retried the task with the attempt's correction."""
-    plan = (event.data or {}).get("plan") or {}
-    payload = (plan.get("retry") or {}).get("payload") or {}
-    if attempt.kind == "code":
-        return attempt.corrected_code is not None and payload.get("code") == attempt.corrected_code
-    argv = payload.get("argv")
-    return isinstance(argv, list) and argv == list(attempt.corrected_argv)
-
-
-def _reward(event: TaskEvent) -> float | None:
-    value = (event.data or {}).get("reward")
-    return float(value) if isinstance(value, int | float) else None
 
 
 def _template_key(failed: Sequence[str], fixed: Sequence[str]) -> str:
