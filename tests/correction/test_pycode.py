@@ -505,3 +505,55 @@ def test_a_setting_the_output_says_was_renamed_is_renamed_wherever_it_is_set() -
     # Nothing said about a rename: no such candidate.
     quiet = stderr.replace("* 'orm_mode' has been renamed to 'from_attributes'\n", "")
     assert not code_candidates(CodeScene(code=code, error=failure, base="pydantic", output=quiet))
+
+
+def test_text_where_bytes_were_is_traced_to_the_call_and_its_conversion_dropped() -> None:
+    """A library call that returns text now: ``.decode()`` of its result goes, wherever it is read."""
+    from librarian.correction.pycode.source import returned_by
+
+    code = (
+        "import jwt as tokens\n"
+        "raw = tokens.encode({'a': 1}, 'k', algorithm='HS256').decode('utf-8')\n"
+        "kept = tokens.encode({}, 'k')\n"
+        "print(kept.decode(), b'x'.decode())\n"
+    )
+    failure = parse_python_error(
+        error("AttributeError: 'str' object has no attribute 'decode'. Did you mean: 'encode'?", 2)
+    )
+    assert failure is not None and failure.owner == "str"
+    tree = ast.parse(code)
+    assert returned_by(tree, imports(tree), "decode", 2) == "jwt.encode"
+    assert returned_by(tree, imports(tree), "decode", 4) == "jwt.encode"  # through the variable
+    scene = CodeScene(
+        code=code, error=failure, base="jwt", callee="jwt.encode", signature="(payload, key) -> 'str'"
+    )
+    best = code_candidates(scene)[0]
+    [edit] = best.edits
+    assert (edit["op"], edit["callee"], edit["method"]) == ("drop_conversion", "jwt.encode", "decode")
+    assert "algorithm='HS256')\n" in best.code and "print(kept, b'x'.decode())" in best.code
+    assert best.confidence >= 0.85  # the return annotation confirms it
+    # Only a conversion the value makes no sense for: a missing `.upper` says nothing of the sort.
+    other = parse_python_error(error("AttributeError: 'str' object has no attribute 'upper_case'", 2))
+    assert other is not None
+    assert code_candidates(CodeScene(code=code, error=other, base="jwt", callee="jwt.encode")) == []
+
+
+def test_a_required_argument_a_library_names_is_the_list_of_its_singular_passed_elsewhere() -> None:
+    code = (
+        "import jwt\ntoken = jwt.encode({'a': 1}, 'k', algorithm='HS256')\nclaims = jwt.decode(token, 'k')\n"
+    )
+    failure = parse_python_error(
+        error(
+            'jwt.exceptions.DecodeError: It is required that you pass in a value for the "algorithms" '
+            "argument when calling decode().",
+            3,
+        )
+    )
+    assert failure is not None
+    assert (failure.kind, failure.owner, failure.name) == ("missing_argument", "decode", "algorithms")
+    scene = CodeScene(code=code, error=failure, callee="jwt.decode", parameters=("jwt", "key", "algorithms"))
+    best = code_candidates(scene)[0]
+    assert "jwt.decode(token, 'k', algorithms=['HS256'])" in best.code
+    # No such keyword passed anywhere: nothing to go on.
+    bare = "import jwt\nclaims = jwt.decode('t', 'k')\n"
+    assert code_candidates(CodeScene(code=bare, error=failure, callee="jwt.decode")) == []

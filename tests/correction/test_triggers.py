@@ -265,3 +265,10 @@ def test_invalid_rules_name_file_and_line(tmp_path: Path, body: str, expected: s
 def test_missing_rule_file(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match=r"nope\.yaml"):
         load_trigger_rules([tmp_path / "nope.yaml"])
+
+
+def test_a_library_asking_for_a_value_of_an_argument_is_drift() -> None:
+    said = (
+        'DecodeError: It is required that you pass in a value for the "algorithms" argument when calling f().'
+    )
+    assert classify_failure(["python3", "t.py"], 1, said).category == "api_drift"

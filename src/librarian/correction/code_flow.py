@@ -37,7 +37,14 @@ from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError, parse_python_error
 from librarian.correction.pycode.forwarded import documented_keywords, forwarded_class, takes_any_keyword
 from librarian.correction.pycode.methods import method_value_reads
-from librarian.correction.pycode.source import imported_modules, imports, local_types, qualified
+from librarian.correction.pycode.source import (
+    BUILTIN_VALUES,
+    imported_modules,
+    imports,
+    local_types,
+    qualified,
+    returned_by,
+)
 from librarian.correction.state import LoopRun, StepRecorder
 from librarian.correction.strategies import learned_fix_confidence
 from librarian.errors import InvalidInputError
@@ -186,6 +193,11 @@ def identify(run: LoopRun, environment: EnvironmentManager) -> None:
         if error.kind in ("attribute", "import_name") and error.owner_is_module:
             # A library's own message may name the module by the code's alias (`np.NaN`).
             base = names.get(error.owner, error.owner)
+        elif error.kind == "attribute" and error.owner in BUILTIN_VALUES:
+            # A builtin value (text where bytes were, a dict where an object was): the library call
+            # that returned it changed.
+            callee = returned_by(tree, names, error.name, error.line) or ""
+            base = callee.rpartition(".")[0]
         elif error.kind == "attribute":
             base = _owner_class(tree, names, error)
         elif error.kind in ("keyword", "missing_argument", "positional"):

@@ -36,7 +36,13 @@ from librarian.correction.pycode.failure import PythonError
 from librarian.correction.pycode.forwarded import extra_positionals, reads_like
 from librarian.correction.pycode.keyword_values import keyword_from_false, keyword_to_value, typed_values
 from librarian.correction.pycode.methods import method_value_edits
-from librarian.correction.pycode.source import imports, qualified, signature_function
+from librarian.correction.pycode.source import (
+    BUILTIN_VALUES,
+    CONVERSIONS,
+    imports,
+    qualified,
+    signature_function,
+)
 from librarian.correction.pycode.succession import succession_pairs
 
 __all__ = [
@@ -199,7 +205,9 @@ _Edit = tuple[dict[str, Any], float, str, bool]
 
 def _edits(scene: CodeScene) -> Iterator[_Edit]:
     kind = scene.error.kind
-    if kind == "attribute":
+    if kind == "attribute" and scene.error.owner in BUILTIN_VALUES:
+        yield from _conversion_edits(scene)
+    elif kind == "attribute":
         yield from _attribute_edits(scene)
     elif kind == "import_name":
         yield from _import_edits(scene)
@@ -212,6 +220,24 @@ def _edits(scene: CodeScene) -> Iterator[_Edit]:
     elif kind == "method_value":
         yield from method_value_edits(scene.code, scene.error.line, scene.api, scene.base.split(".")[0])
     yield from _stated_rename_edits(scene)
+
+
+def _conversion_edits(scene: CodeScene) -> Iterator[_Edit]:
+    """Text where bytes were, or the reverse: the call returns the converted value now, so the
+    conversion (``.decode()`` of what is text already) goes. Confirmed by a return annotation."""
+    owner, method, callee = scene.error.owner, scene.error.name, scene.callee
+    if not callee or CONVERSIONS.get(owner) != method:
+        return
+    returns = (scene.signature or "").rpartition("->")[2]
+    annotated = re.search(rf"\b{owner}\b", returns) is not None
+    yield (
+        {"op": "drop_conversion", "callee": callee, "method": method},
+        0.85,
+        f"`{callee}(...)` returns {owner} now"
+        + (f" (its signature says `->{returns.strip()}`)" if annotated else " (the error says so)")
+        + f", so `.{method}(...)` of its result goes: the value is converted already.",
+        annotated,
+    )
 
 
 def _stated_rename_edits(scene: CodeScene) -> Iterator[_Edit]:
@@ -418,8 +444,10 @@ def _keyword_edits(scene: CodeScene) -> Iterator[_Edit]:
 
 
 def _missing_argument_edits(scene: CodeScene) -> Iterator[_Edit]:
-    """A required parameter named after something its module exports (``Loader`` -> ``yaml.Loader``)."""
+    """A required parameter named after something its module exports (``Loader`` -> ``yaml.Loader``),
+    or the plural of a keyword the code passes elsewhere (``algorithm=x`` -> ``algorithms=[x]``)."""
     name, callee = scene.error.name, scene.callee
+    yield from _plural_of_passed_keyword(scene)
     module = callee.rpartition(".")[0]
     spelled = _module_spelling(scene.code, callee)
     if not module or spelled is None:
@@ -435,6 +463,32 @@ def _missing_argument_edits(scene: CodeScene) -> Iterator[_Edit]:
             f"`{callee}` now requires `{name}`; `{module}` exports `{member}`, which it is named after.",
             True,
         )
+
+
+def _plural_of_passed_keyword(scene: CodeScene) -> Iterator[_Edit]:
+    """A required parameter named as the plural of a keyword the code passes to another call of the
+    same library: the list of that value. Confirmed when the installed signature has the parameter."""
+    name, callee = scene.error.name, scene.callee
+    if not callee:
+        return
+    tree = _parse(scene.code)
+    top = callee.split(".")[0]
+    names = imports(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or (qualified(node.func, names) or "").split(".")[0] != top:
+            continue
+        for keyword in node.keywords:
+            if keyword.arg is None or name not in (f"{keyword.arg}s", f"{keyword.arg}es"):
+                continue
+            value = f"[{ast.unparse(keyword.value)}]"
+            yield (
+                {"op": "add_keyword", "callee": callee, "name": name, "value": value},
+                0.8,
+                f"`{callee}` now requires `{name}`; the code passes `{keyword.arg}=` to "
+                f"`{qualified(node.func, names)}`, so the list of that value.",
+                name in scene.parameters,
+            )
+            return
 
 
 def _positional_edits(scene: CodeScene) -> Iterator[_Edit]:

@@ -20,7 +20,9 @@ API name, and a string or comment that happens to contain the name is never touc
 - ``call_attribute``: ``{base | owner_type, old}`` -- every ``X.old`` read that is not called becomes
   ``X.old()`` (a property that became a method);
 - ``rename_setting``: ``{old, new}`` -- a setting a library reads by name: every ``old = ...`` in a
-  class body (a ``class Config:`` of options) and every ``old=`` keyword argument.
+  class body (a ``class Config:`` of options) and every ``old=`` keyword argument;
+- ``drop_conversion``: ``{callee, method}`` -- every ``X.method(...)`` where ``X`` is a call of
+  ``callee`` (or a variable it assigned) becomes ``X``: the call now returns the converted value.
 
 Example:
     >>> code = "import numpy as np\\nprint(np.product([2, 3]))  # np.product here stays\\n"
@@ -91,6 +93,8 @@ def describe(edit: Mapping[str, Any]) -> str:
         return f"`{edit.get('base') or edit.get('owner_type')}.{edit.get('old')}` -> `.{edit.get('old')}()`"
     if op == "rename_setting":
         return f"setting `{edit.get('old')}` -> `{edit.get('new')}`"
+    if op == "drop_conversion":
+        return f"drop `.{edit.get('method')}(...)` of what `{edit.get('callee')}(...)` returns"
     if op == "positional_to_keyword":
         names = ", ".join(f"{n}=" for n in edit.get("names") or [])
         return f"`{edit.get('callee')}(...)`: positional arguments after {edit.get('keep')} as {names}"
@@ -126,7 +130,30 @@ def _splices(source: str, tree: ast.AST, edit: Mapping[str, Any]) -> list[_Splic
         return _rebuilt_calls(tree, lines, names, edit)
     if op == "rename_setting":
         return _settings(tree, lines, str(edit.get("old") or ""), str(edit.get("new") or ""))
+    if op == "drop_conversion":
+        return _conversions(tree, lines, names, edit)
     return []
+
+
+def _conversions(
+    tree: ast.AST, lines: list[str], names: dict[str, str], edit: Mapping[str, Any]
+) -> list[_Splice]:
+    """``X.method(...)`` calls on what ``callee`` returned, each replaced by ``X``."""
+    callee, method = str(edit.get("callee") or ""), str(edit.get("method") or "")
+    types = local_types(tree, names)
+    splices = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if node.func.attr != method:
+            continue
+        receiver = node.func.value
+        made = qualified(receiver.func, names) if isinstance(receiver, ast.Call) else None
+        if isinstance(receiver, ast.Name):
+            made = types.get(receiver.id)
+        if made == callee:
+            splices.append(_Splice(*_span(lines, node), _text(lines, receiver)))
+    return splices
 
 
 def _settings(tree: ast.AST, lines: list[str], old: str, new: str) -> list[_Splice]:

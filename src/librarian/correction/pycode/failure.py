@@ -8,7 +8,8 @@ interpreter (and libraries imitating it) use:
   did), or a library's own sentence ("`pkg.name` was removed ... Use `pkg.other` instead");
 - ``ImportError: cannot import name 'name' from 'pkg.mod'``; ``ModuleNotFoundError: No module named 'x'``;
 - ``TypeError: f() got an unexpected keyword argument 'k'``, ``f() missing 1 required positional
-  argument: 'k'``; a library's own "`k` is removed. use `j` instead";
+  argument: 'k'`` (or a library's "pass in a value for the "k" argument when calling f()"); a
+  library's own "`k` is removed. use `j` instead";
 - a bound method used as a value (``unsupported operand type(s) for -: 'method' and 'method'``,
   ``Object of type method is not JSON serializable``): a property that became a method. The error
   names no attribute; the code's line does (``kind`` ``method_value``).
@@ -60,6 +61,12 @@ _NO_MODULE = re.compile(r"\bNo module named '(?P<name>[\w.]+)'")
 _KEYWORD = re.compile(r"(?P<owner>[\w.]+)\(\) got an unexpected keyword argument '(?P<name>\w+)'")
 _MISSING = re.compile(
     r"(?P<owner>[\w.]+)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: '(?P<name>\w+)'"
+)
+# A library's own words for a now-required argument: "It is required that you pass in a value for the
+# "algorithms" argument when calling decode()".
+_REQUIRED_VALUE = re.compile(
+    r"\ba value for (?:the )?[`'\"](?P<name>\w+)[`'\"] (?:argument|parameter|keyword)\b[^\n]*?"
+    r"\bcalling [`'\"]?(?P<owner>[\w.]+)\(\)"
 )
 # "f() takes 1 positional argument but 2 were given": ``name`` holds how many it takes.
 _POSITIONAL = re.compile(
@@ -167,6 +174,7 @@ _SHAPES: tuple[tuple[re.Pattern[str], ErrorKind, bool], ...] = (
     (_IMPORT_NAME, "import_name", True),
     (_KEYWORD, "keyword", False),
     (_MISSING, "missing_argument", False),
+    (_REQUIRED_VALUE, "missing_argument", False),
     (_POSITIONAL, "positional", False),
 )
 

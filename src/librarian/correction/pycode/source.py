@@ -73,6 +73,36 @@ def qualified(node: ast.AST, names: dict[str, str]) -> str | None:
     return ".".join([names[node.id], *reversed(parts)])
 
 
+# Python's text and bytes convert into each other with these methods: a missing one means the value
+# already is of the other type (``'str' object has no attribute 'decode'``: it is text already).
+CONVERSIONS = {"str": "decode", "bytes": "encode"}
+# Builtin types a library call returns: an attribute missing on one is about the call that returned it.
+BUILTIN_VALUES = frozenset(
+    {"str", "bytes", "bytearray", "int", "float", "bool", "list", "dict", "tuple", "set", "frozenset"}
+)
+
+
+def returned_by(tree: ast.AST, names: dict[str, str], attribute: str, line: int | None) -> str | None:
+    """The library call whose result the code reads ``attribute`` of on ``line``, through the imports.
+
+    ``jwt.encode(...).decode()`` and ``t = jwt.encode(...)`` then ``t.decode()`` both give
+    ``jwt.encode``: when a builtin value lacks an attribute, the call that returned it changed.
+    """
+    types = local_types(tree, names)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or node.attr != attribute:
+            continue
+        if line is not None and getattr(node, "lineno", None) != line:
+            continue
+        if isinstance(node.value, ast.Call):
+            found = qualified(node.value.func, names)
+            if found is not None:
+                return found
+        if isinstance(node.value, ast.Name) and node.value.id in types:
+            return types[node.value.id]
+    return None
+
+
 def local_types(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
     """Variable: the path of the call that assigned it (``df = pd.DataFrame()``: ``pandas.DataFrame``).
 
