@@ -557,3 +557,46 @@ def test_a_required_argument_a_library_names_is_the_list_of_its_singular_passed_
     # No such keyword passed anywhere: nothing to go on.
     bare = "import jwt\nclaims = jwt.decode('t', 'k')\n"
     assert code_candidates(CodeScene(code=bare, error=failure, callee="jwt.decode")) == []
+
+
+def test_a_class_constant_renamed_by_one_word_and_the_keyword_after_it_in_the_chain() -> None:
+    """urllib3 2: ``Retry.DEFAULT_METHOD_WHITELIST`` became ``DEFAULT_ALLOWED_METHODS`` (read on the
+    class itself), then ``method_whitelist=`` became ``allowed_methods=``: the second rename follows the
+    word the first one replaced."""
+    from librarian.correction.pycode.candidates import word_substitutions
+
+    code = (
+        "from urllib3.util.retry import Retry\n"
+        "methods = Retry.DEFAULT_METHOD_WHITELIST | {'POST'}\n"
+        "retry = Retry(total=5, method_whitelist=methods)\n"
+    )
+    constant = parse_python_error(
+        error("AttributeError: type object 'Retry' has no attribute 'DEFAULT_METHOD_WHITELIST'", 2)
+    )
+    assert constant is not None
+    members = ["DEFAULT", "DEFAULT_ALLOWED_METHODS", "DEFAULT_BACKOFF_MAX", "RETRY_AFTER_STATUS_CODES", "new"]
+    scene = CodeScene(
+        code=code,
+        error=constant,
+        base="urllib3.util.retry.Retry",
+        members={member: "" for member in members},
+    )
+    best = code_candidates(scene)[0]
+    # Not `DEFAULT`: a name keeping one word of three is not the old one shortened.
+    assert "methods = Retry.DEFAULT_ALLOWED_METHODS | {'POST'}" in best.code and best.confidence >= 0.7
+    assert related("DEFAULT_METHOD_WHITELIST", "DEFAULT") < 0.5
+    keyword = parse_python_error(
+        error("TypeError: Retry.__init__() got an unexpected keyword argument 'method_whitelist'", 3)
+    )
+    assert keyword is not None
+    parameters = ("total", "allowed_methods", "status_forcelist", "backoff_factor")
+    alone = CodeScene(code=best.code, error=keyword, callee="urllib3.util.retry.Retry", parameters=parameters)
+    chained = CodeScene(
+        code=best.code,
+        error=keyword,
+        callee="urllib3.util.retry.Retry",
+        parameters=parameters,
+        substitutions=tuple(word_substitutions("DEFAULT_METHOD_WHITELIST", "DEFAULT_ALLOWED_METHODS")),
+    )
+    assert not any("allowed_methods=" in c.code and c.confidence >= 0.7 for c in code_candidates(alone))
+    assert "Retry(total=5, allowed_methods=methods)" in code_candidates(chained)[0].code

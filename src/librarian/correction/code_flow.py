@@ -32,6 +32,7 @@ from librarian.correction.pycode.candidates import (
     code_candidates,
     members_of,
     signature_parameters,
+    word_substitutions,
 )
 from librarian.correction.pycode.edits import apply_edits, describe
 from librarian.correction.pycode.failure import PythonError, parse_python_error
@@ -381,6 +382,7 @@ def candidates(
         output=failure.stderr,
         documented_keywords=keywords,
         intent=run.context.goal,
+        substitutions=_chain_substitutions(run),
         providers=providers,
         signature=signature,
         researched=tuple(dict.fromkeys(str(s.get("entity_name")) for s in snippets if s.get("entity_name"))),
@@ -398,6 +400,16 @@ def candidates(
         )
         for candidate in code_candidates(scene)
     ]
+
+
+def _chain_substitutions(run: LoopRun) -> tuple[tuple[str, str], ...]:
+    """The words the correction this stage corrects further renamed (a chain's earlier step)."""
+    parent = run.stage.parent if run.stage is not None else None
+    pairs: list[tuple[str, str]] = []
+    for edit in (parent.edits or []) if parent is not None else []:
+        if edit.get("op") in ("rename_attribute", "rename_keyword") and edit.get("old") and edit.get("new"):
+            pairs += word_substitutions(str(edit["old"]), str(edit["new"]))
+    return tuple(pairs)
 
 
 def learned_options(run: LoopRun, entries: list[dict[str, Any]], source: str) -> list[CorrectionOption]:

@@ -54,6 +54,8 @@ __all__ = [
     "members_of",
     "related",
     "signature_parameters",
+    "substituted",
+    "word_substitutions",
 ]
 
 _CAP = 0.95
@@ -91,6 +93,8 @@ class CodeScene:
         documented_keywords: for a ``**kwargs`` callee, the keywords its docs (or the class they send
             the reader to) list.
         intent: the task's own description (which of a parameter's listed values it asks for).
+        substitutions: words that earlier corrections in this chain renamed (``whitelist`` ->
+            ``allowed``): a name holding one is likely renamed the same way.
     """
 
     code: str
@@ -109,6 +113,7 @@ class CodeScene:
     researched: tuple[str, ...] = ()
     documented_keywords: tuple[str, ...] = ()
     intent: str = ""
+    substitutions: tuple[tuple[str, str], ...] = ()
 
     def research_bonus(self, path: str) -> float:
         """A little more for what research ranked high for the task's words (breaks near ties)."""
@@ -132,6 +137,8 @@ def related(old: str, new: str) -> float:
     similarity = name_similarity(a.replace("_", "-"), b.replace("_", "-"))
     shorter, longer = sorted((a.replace("_", ""), b.replace("_", "")), key=len)
     contained = len(shorter) >= 3 and (longer.startswith(shorter) or longer.endswith(shorter))
+    # A new name that keeps a word of three is not the old one shortened (DEFAULT_METHOD_LIST -> DEFAULT).
+    contained = contained and 2 * len(_words(b)) >= len(_words(a))
     ratio = difflib.SequenceMatcher(None, a, b).ratio()
     abbreviated = abbreviates(a, b) or abbreviates(b, a)
     return max(
@@ -140,6 +147,35 @@ def related(old: str, new: str) -> float:
         similarity if similarity < 1.0 else 0.95,
         0.9 * ratio if ratio >= 0.8 else 0.0,
     )
+
+
+def _words(name: str) -> list[str]:
+    """The words of a snake_case (or UPPER_CASE) name, plurals made singular."""
+    words = [word for word in name.lower().split("_") if word]
+    return [word[:-1] if len(word) > 3 and word.endswith("s") else word for word in words]
+
+
+def substituted(old: str, new: str, substitutions: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``new`` is ``old`` with a word renamed as this correction chain renamed it before
+    (``method_whitelist`` -> ``allowed_methods`` after ``DEFAULT_METHOD_WHITELIST`` ->
+    ``DEFAULT_ALLOWED_METHODS``): the same words, in any order.
+
+    Example:
+        >>> substituted("method_whitelist", "allowed_methods", [("whitelist", "allowed")])
+        True
+    """
+    renamed = dict(substitutions)
+    words = [renamed.get(word, word) for word in _words(old)]
+    return words != _words(old) and sorted(words) == sorted(_words(new))
+
+
+def word_substitutions(old: str, new: str) -> list[tuple[str, str]]:
+    """The one word a rename replaced (``DEFAULT_METHOD_WHITELIST`` -> ``DEFAULT_ALLOWED_METHODS``:
+    ``whitelist`` -> ``allowed``), or nothing when it changed more or less than one word."""
+    before, after = _words(old), _words(new)
+    removed = [word for word in before if word not in after]
+    added = [word for word in after if word not in before]
+    return [(removed[0], added[0])] if len(removed) == 1 and len(added) == 1 else []
 
 
 def abbreviates(short: str, long: str) -> bool:
@@ -275,7 +311,8 @@ def _attribute_edits(scene: CodeScene) -> Iterator[_Edit]:
         if member == old:
             continue
         mentions = _mentions(doc, old)
-        score = max(related(old, member), 0.9 if mentions else 0.0, 0.7 if member == sibling else 0.0)
+        evidenced = mentions or substituted(old, member, scene.substitutions)
+        score = max(related(old, member), 0.9 if evidenced else 0.0, 0.7 if member == sibling else 0.0)
         if score < 0.5:
             continue
         why = (
@@ -419,7 +456,8 @@ def _keyword_edits(scene: CodeScene) -> Iterator[_Edit]:
     value = _keyword_value(scene.code, callee, old)
     for param in params:
         description = _parameter_doc(scene.callee_doc, param)
-        score = max(related(old, param), 0.9 if _mentions(description, old) else 0.0)
+        chained = substituted(old, param, scene.substitutions)
+        score = max(related(old, param), 0.9 if _mentions(description, old) or chained else 0.0)
         # A flag's True or False passed on to a parameter that lists named values is no longer one.
         listed = value in ("True", "False") and len(typed_values(description)) >= 2
         if score >= 0.5:

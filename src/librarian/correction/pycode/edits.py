@@ -185,14 +185,15 @@ def _settings(tree: ast.AST, lines: list[str], old: str, new: str) -> list[_Spli
 
 
 def _attributes(tree: ast.AST, names: dict[str, str], edit: Mapping[str, Any]) -> list[ast.Attribute]:
-    """The ``X.old`` nodes whose ``X`` is ``base`` (through the imports) or holds an ``owner_type``."""
+    """The ``X.old`` nodes whose ``X`` is ``base`` (through the imports), or is or holds an ``owner_type``
+    (the class itself, ``Retry.OLD``, or an object it made)."""
     old, base, owner_type = edit.get("old"), edit.get("base"), edit.get("owner_type")
     types = local_types(tree, names) if owner_type else {}
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute) or node.attr != old:
             continue
-        if base and qualified(node.value, names) == base:
+        if (base or owner_type) and qualified(node.value, names) in (base, owner_type):
             found.append(node)
         elif owner_type and isinstance(node.value, ast.Name):
             held = types.get(node.value.id)
