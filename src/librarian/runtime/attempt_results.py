@@ -13,15 +13,17 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
-from sqlalchemy import Table, bindparam, exists, literal_column, select, text, update
+from sqlalchemy import bindparam, exists, literal_column, select, text, update
 from sqlalchemy.orm import Session
 
 from librarian.runtime.attempts import insert_events
 from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
 from librarian.runtime.evaluator import Evaluation
-from librarian.runtime.models import Task, TaskEvent, Workflow
+from librarian.runtime.models import TASK_EVENTS as _EVENTS
+from librarian.runtime.models import TASKS as _TASKS
+from librarian.runtime.models import WORKFLOWS as _WORKFLOWS
 from librarian.runtime.store import (
     IN_FLIGHT,
     WAITING,
@@ -32,9 +34,6 @@ from librarian.runtime.store import (
 from librarian.storage.models import utcnow
 
 _RUNNING = WorkflowStatus.RUNNING.value
-_TASKS = cast(Table, Task.__table__)
-_WORKFLOWS = cast(Table, Workflow.__table__)
-_EVENTS = cast(Table, TaskEvent.__table__)
 
 
 class TaskState(NamedTuple):

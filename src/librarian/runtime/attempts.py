@@ -19,14 +19,13 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     CTE,
     ColumnElement,
     Insert,
     Select,
-    Table,
     any_,
     bindparam,
     exists,
@@ -43,7 +42,10 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import Integer, Uuid
 
 from librarian.runtime.contracts import TaskSpec, TaskStatus, WorkflowStatus
-from librarian.runtime.models import Task, TaskEvent, Workflow
+from librarian.runtime.models import TASK_EVENTS as _EVENTS
+from librarian.runtime.models import TASKS as _TASKS
+from librarian.runtime.models import WORKFLOWS as _WORKFLOWS
+from librarian.runtime.models import Task
 from librarian.runtime.store import (
     IN_FLIGHT,
     WAITING,
@@ -57,9 +59,6 @@ from librarian.runtime.store import (
 from librarian.storage.models import utcnow
 
 _RUNNING = WorkflowStatus.RUNNING.value
-_TASKS = cast(Table, Task.__table__)
-_WORKFLOWS = cast(Table, Workflow.__table__)
-_EVENTS = cast(Table, TaskEvent.__table__)
 
 
 class ReadyTask(NamedTuple):

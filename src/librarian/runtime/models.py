@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -20,6 +20,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
@@ -171,3 +172,10 @@ class StrategyStat(Base):
     trials: Mapped[int] = mapped_column(Integer, default=0)
     total_reward: Mapped[float] = mapped_column(Float, default=0.0)
     last_update_timestamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+# The Core tables of the models, for statements built once at import (the hot path: attempts.py and
+# attempt_results.py), which Core runs without the ORM's per-call cost.
+TASKS = cast(Table, Task.__table__)
+WORKFLOWS = cast(Table, Workflow.__table__)
+TASK_EVENTS = cast(Table, TaskEvent.__table__)
