@@ -12,7 +12,7 @@ import pytest
 
 from librarian.config import Settings
 from librarian.errors import BackendUnavailableError, InvalidInputError
-from librarian.runtime import attempts, store
+from librarian.runtime import attempt_claims, store
 from librarian.runtime.broker.memory import InMemoryBroker
 from librarian.runtime.broker.replies import BUNDLE_KEY
 from librarian.runtime.claims import Claims
@@ -112,7 +112,7 @@ def test_a_result_arriving_after_its_lease_expired_is_ignored(tmp_path: Path) ->
     orchestrator.tick()
     message = take(broker, "dispatch")
     with shared.sessions.begin() as session:  # a worker starts it, then stalls past its lease
-        assert attempts.mark_in_progress(
+        assert attempt_claims.mark_in_progress(
             session, TaskSpec.from_dict(message), worker="slow", lease_seconds=0.1
         )
     deadline = time.monotonic() + 5

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from librarian.runtime import attempt_results, attempts, store
+from librarian.runtime import attempt_claims, attempt_results, attempts, store
 from librarian.runtime.contracts import TaskStatus
 from librarian.runtime.evaluator import Evaluation
 from librarian.runtime.models import Task
@@ -52,7 +52,7 @@ def _failed_read(sessions: sessionmaker[Session], read_key: str, *, declare_fix_
     with sessions.begin() as session:
         attempt = attempts.dispatch(session, attempts.ready_tasks(session)[0], owner="o", lease_seconds=30)
         assert attempt is not None
-        assert attempts.mark_in_progress(session, attempt, worker="e", lease_seconds=30)
+        assert attempt_claims.mark_in_progress(session, attempt, worker="e", lease_seconds=30)
         verdict = Evaluation(TaskStatus.FAILED, -1.0, FAILURE)
         attempt_results.apply_result(session, attempt, verdict, actor="v")
     with sessions() as session:

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from librarian.runtime import attempt_results, attempts, store
+from librarian.runtime import attempt_claims, attempt_results, attempts, store
 from librarian.runtime.contracts import TaskSpec, TaskStatus
 from librarian.runtime.evaluator import Evaluation
 from librarian.runtime.models import Task
@@ -131,9 +131,9 @@ def test_a_claim_and_a_result_are_applied_once_and_duplicates_are_logged(databas
         TaskStatus.SUCCESS, 1.0, {"status": "success", "notes": "ok", "stdout": "", "stderr": ""}
     )
     with sessions.begin() as session:
-        assert attempts.mark_in_progress(session, spec, worker="exec", lease_seconds=30)
+        assert attempt_claims.mark_in_progress(session, spec, worker="exec", lease_seconds=30)
     with sessions.begin() as session:
-        assert not attempts.mark_in_progress(session, spec, worker="exec2", lease_seconds=30)
+        assert not attempt_claims.mark_in_progress(session, spec, worker="exec2", lease_seconds=30)
     with sessions.begin() as session:
         applied = attempt_results.apply_result(session, spec, verdict, actor="eval")
     with sessions.begin() as session:
@@ -169,7 +169,7 @@ def test_a_duplicate_inside_one_batch_is_applied_once_and_logged_after(database_
         TaskStatus.SUCCESS, 1.0, {"status": "success", "notes": "ok", "stdout": "", "stderr": ""}
     )
     with sessions.begin() as session:
-        assert attempts.mark_in_progress(session, spec, worker="exec", lease_seconds=30)
+        assert attempt_claims.mark_in_progress(session, spec, worker="exec", lease_seconds=30)
     with sessions.begin() as session:
         flags = attempt_results.apply_results(session, [(spec, verdict), (spec, verdict)], actor="eval")
     with sessions() as session:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from librarian.runtime import attempt_results, attempts, store
+from librarian.runtime import attempt_claims, attempt_results, attempts, store
 from librarian.runtime.contracts import TaskStatus
 from librarian.runtime.evaluator import Evaluation
 from librarian.runtime.models import Task
@@ -74,7 +74,7 @@ def failed_task(sessions: sessionmaker[Session]) -> Task:
                 session, attempts.ready_tasks(session)[0], owner="o", lease_seconds=30
             )
             assert attempt is not None
-            assert attempts.mark_in_progress(session, attempt, worker="e", lease_seconds=30)
+            assert attempt_claims.mark_in_progress(session, attempt, worker="e", lease_seconds=30)
             attempt_results.apply_result(session, attempt, verdict, actor="v")
     with sessions() as session:
         return next(task for task in store.failed_tasks(session))

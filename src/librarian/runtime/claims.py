@@ -1,7 +1,7 @@
 """An executor's claims of the attempts it is handed: the one database write before a task runs.
 
 On PostgreSQL a claim and its ``started`` event are one statement
-(:data:`~librarian.runtime.attempts.CLAIM_AND_LOG`), atomic on its own. :class:`Claims` runs it in
+(:data:`~librarian.runtime.attempt_claims.CLAIM_AND_LOG`), atomic on its own. :class:`Claims` runs it in
 autocommit on a driver connection each executor thread keeps between tasks, not pinged before each
 use, compiled once (and prepared server-side by psycopg): one round trip per task instead of four (the
 pool's pre-ping, ``BEGIN``, the statement, ``COMMIT``), and none of SQLAlchemy's per-execution work,
@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool, PoolProxiedConnection
 
 from librarian.errors import BackendUnavailableError, InvalidInputError
-from librarian.runtime import attempts
+from librarian.runtime import attempt_claims
 from librarian.runtime.contracts import TaskSpec
 from librarian.runtime.store import as_uuid
 
@@ -59,8 +59,8 @@ class Claims:
             # Connections are kept by the threads themselves (no pool, never pinged): a broken one
             # fails its statement, which is then retried on a new one.
             self._engine = create_engine(bind.url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-            self._statement = attempts.CLAIM_AND_LOG.compile(dialect=self._engine.dialect)
-            self._many_statement = attempts.CLAIM_MANY_AND_LOG.compile(dialect=self._engine.dialect)
+            self._statement = attempt_claims.CLAIM_AND_LOG.compile(dialect=self._engine.dialect)
+            self._many_statement = attempt_claims.CLAIM_MANY_AND_LOG.compile(dialect=self._engine.dialect)
 
     @property
     def sessions(self) -> sessionmaker[Session]:
@@ -79,13 +79,13 @@ class Claims:
         """
         if self._statement is None:  # not PostgreSQL
             with self._sessions.begin() as session:
-                return attempts.mark_in_progress(
+                return attempt_claims.mark_in_progress(
                     session, spec, worker=worker, lease_seconds=self._lease_seconds
                 )
         if self._claim_in_one_statement(spec, worker):
             return True
         with self._sessions.begin() as session:
-            attempts.explain_unclaimed(session, spec, worker=worker)
+            attempt_claims.explain_unclaimed(session, spec, worker=worker)
         return False
 
     def claim_many(self, specs: Sequence[TaskSpec], *, worker: str) -> set[tuple[str, int]]:
@@ -104,7 +104,7 @@ class Claims:
             if (spec.task_id, spec.attempt) not in claimed:
                 try:  # best effort: the claims are committed and must reach the caller
                     with self._sessions.begin() as session:
-                        attempts.explain_unclaimed(session, spec, worker=worker)
+                        attempt_claims.explain_unclaimed(session, spec, worker=worker)
                 except Exception:
                     logger.warning("logging why task %s was not claimed failed", spec.task_id, exc_info=True)
         return claimed
@@ -123,7 +123,7 @@ class Claims:
         assert statement is not None
         rows, retried = self._execute(
             statement,
-            lambda: attempts.claim_parameters(spec, worker=worker, lease_seconds=self._lease_seconds),
+            lambda: attempt_claims.claim_parameters(spec, worker=worker, lease_seconds=self._lease_seconds),
             spec.task_id,
         )
         if rows:
@@ -132,14 +132,16 @@ class Claims:
             return False
         # A retry: the first try may have committed before its answer was lost.
         with self._sessions() as session:
-            return attempts.holds_attempt(session.connection(), spec, worker=worker)
+            return attempt_claims.holds_attempt(session.connection(), spec, worker=worker)
 
     def _claim_many_in_one_statement(self, specs: Sequence[TaskSpec], worker: str) -> set[tuple[str, int]]:
         statement = self._many_statement
         assert statement is not None
         rows, retried = self._execute(
             statement,
-            lambda: attempts.claim_many_parameters(specs, worker=worker, lease_seconds=self._lease_seconds),
+            lambda: attempt_claims.claim_many_parameters(
+                specs, worker=worker, lease_seconds=self._lease_seconds
+            ),
             f"{len(specs)} tasks",
         )
         # Keyed by attempt too: of two attempts of one task in a batch, only the current is claimed.
@@ -153,7 +155,7 @@ class Claims:
             with self._sessions() as session:
                 connection = session.connection()
                 for spec in specs:
-                    if attempts.holds_attempt(connection, spec, worker=worker):
+                    if attempt_claims.holds_attempt(connection, spec, worker=worker):
                         claimed.add((spec.task_id, spec.attempt))
         return claimed
 
@@ -266,7 +268,7 @@ class BatchClaims:
             return True  # the claim's lease has at least two thirds left; the heartbeat renews it next
         # An expired lease is not renewed: the orchestrator may be dispatching the task again.
         with self._claims.sessions.begin() as session:
-            return attempts.renew_lease(
+            return attempt_claims.renew_lease(
                 session, spec, worker=self._worker, lease_seconds=lease, unexpired=True
             )
 
@@ -276,7 +278,7 @@ class BatchClaims:
         for spec in unstarted:
             try:
                 with self._claims.sessions.begin() as session:
-                    attempts.release_claim(
+                    attempt_claims.release_claim(
                         session, spec, worker=self._worker, lease_seconds=self._claims.lease_seconds
                     )
             except Exception:  # its lease expires instead, and it is dispatched again then

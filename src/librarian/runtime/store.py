@@ -1,7 +1,8 @@
 """Database reads and writes of the runtime: workflows, events, correction and strategy statistics.
 
 All run in the caller's transaction. The life of one attempt (dispatch, claim, result, lease expiry), the
-hot path, is in :mod:`librarian.runtime.attempts` and :mod:`librarian.runtime.attempt_results`.
+hot path, is in :mod:`librarian.runtime.attempts`, :mod:`~librarian.runtime.attempt_claims` and
+:mod:`~librarian.runtime.attempt_results`.
 
 The database is the truth; messages only carry work. Status changes are compare-and-set updates
 (``UPDATE ... WHERE status = :expected AND attempt = :attempt``), so two workers racing on one task

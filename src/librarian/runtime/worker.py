@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from librarian.config import Settings
 from librarian.correction.triggers import WarningCheck, load_trigger_rules
 from librarian.errors import BackendUnavailableError, InvalidInputError, LibrarianError
-from librarian.runtime import attempt_results, attempts, store, wakeup
+from librarian.runtime import attempt_claims, attempt_results, store, wakeup
 from librarian.runtime.broker.base import Broker, Handler
 from librarian.runtime.broker.batches import BatchBroker, BatchHandler
 from librarian.runtime.broker.replies import ReplyHandler, replying, replying_in_batches, unbundled
@@ -220,7 +220,7 @@ class LeaseKeeper:
     def _renew(self, spec: TaskSpec) -> None:
         try:
             with self._services.sessions.begin() as session:
-                kept = attempts.renew_lease(session, spec, worker=self._name, lease_seconds=self._lease)
+                kept = attempt_claims.renew_lease(session, spec, worker=self._name, lease_seconds=self._lease)
         except Exception:
             logger.warning("renewing the lease of task %s failed", spec.task_id, exc_info=True)
             return
