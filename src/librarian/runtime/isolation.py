@@ -64,6 +64,10 @@ _CREDENTIAL_DIRECTORIES = frozenset(
 )
 # The user a run is inside a user namespace (the runtime is not root).
 _NOBODY = 65534
+# bwrap's user for a non-root runtime: a user namespace of its own, as nobody.
+_AS_NOBODY = ("--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY))
+# What a root runtime keeps in the sandbox to switch to the workflow's user.
+_SWITCH_USER = ("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID")
 # How many distinct users workflows are spread over when the runtime is root.
 _UID_SPAN = 1_000_000
 
@@ -168,10 +172,7 @@ class NamespaceSandbox:
         """
         command = self._sandbox(argv[0], workspace=workspace, path=path, network=network)
         command += ["--die-with-parent"]
-        if self.as_root:
-            command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--"]
-        else:
-            command += ["--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY), "--"]
+        command += [*(_SWITCH_USER if self.as_root else _AS_NOBODY), "--"]
         user = self.user_for(workflow_id)
         if user is not None:
             command += [self.helper, f"--reuid={user}", f"--regid={user}", "--clear-groups"]
@@ -200,7 +201,7 @@ class NamespaceSandbox:
         command = self._sandbox(program, workspace=workspace, path=path, network=network, runs=interpreter)
         # The server is its PID namespace's first process: if it dies, the kernel ends every run it
         # started (bwrap's own init would keep the namespace alive while orphans remain).
-        command += ["--as-pid-1", *_server_capabilities(), "--"]
+        command += ["--as-pid-1", *_server_capabilities(self.as_root), "--"]
         if len(_SERVER_COMMANDS) >= _SERVER_COMMANDS_MAX:
             _SERVER_COMMANDS.clear()
         _SERVER_COMMANDS[key] = (now, tuple(command))
@@ -398,11 +399,7 @@ def probe_isolation() -> str | None:
     helper_name = "setpriv" if os.geteuid() == 0 else "prlimit"
     if shutil.which(helper_name, path=_SYSTEM_BIN) is None:
         return f"util-linux's {helper_name} is not installed"
-    user = (
-        ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        if os.geteuid() == 0
-        else ["--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY)]
-    )
+    user = _SWITCH_USER if os.geteuid() == 0 else _AS_NOBODY
     probe = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"]
     probe += [*user, *_system_arguments(), "--proc", "/proc", "--dev", "/dev", "--", "true"]
     try:
@@ -417,11 +414,9 @@ def probe_isolation() -> str | None:
     return None
 
 
-def _server_capabilities() -> list[str]:
+def _server_capabilities(as_root: bool) -> tuple[str, ...]:
     """``bwrap`` arguments for a namespace server's own user: see :meth:`NamespaceSandbox.server_command`."""
-    if os.geteuid() == 0:
-        return ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    return ["--unshare-user", "--uid", str(_NOBODY), "--gid", str(_NOBODY)]
+    return ("--cap-add", "CAP_SYS_ADMIN", *_SWITCH_USER) if as_root else _AS_NOBODY
 
 
 def _unshare_arguments(user: int | None) -> list[str]:
@@ -442,8 +437,9 @@ def _task_namespaces(bwrap: str) -> str | None:
     unshare = shutil.which("unshare", path=_SYSTEM_BIN)
     if unshare is None:
         return None
-    user = _NOBODY if os.geteuid() == 0 else None
-    probe = [bwrap, "--unshare-pid", "--unshare-net", *_server_capabilities(), *_system_arguments()]
+    as_root = os.geteuid() == 0
+    user = _NOBODY if as_root else None
+    probe = [bwrap, "--unshare-pid", "--unshare-net", *_server_capabilities(as_root), *_system_arguments()]
     probe += [
         "--proc",
         "/proc",

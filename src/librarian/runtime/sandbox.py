@@ -479,11 +479,13 @@ class EnvironmentManager:
         sandbox = self.isolation.server_command(
             program, workspace=workspace.root, path=path, network=network, interpreter=SERVER_INTERPRETER
         )
-        # The process limit is the server's too (root is exempt from it, the runs are not): as the
-        # workflow's user, or per run in a user namespace of its own.
         directory = os.stat(workspace.root)
         return ServerProfile(
-            self._rlimits(limits, processes=True), tuple(sandbox), (directory.st_dev, directory.st_ino)
+            # The process limit is the server's too (root is exempt from it, the runs are not): as
+            # the workflow's user, or per run in a user namespace of its own.
+            self._rlimits(limits, processes=True),
+            tuple(sandbox),
+            (directory.st_dev, directory.st_ino),
         )
 
     def _rlimits(self, limits: SandboxLimits, *, processes: bool = False) -> tuple[tuple[int, int, int], ...]:

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from librarian.correction.matching import singular
 from librarian.correction.names import name_similarity
 from librarian.correction.pycode.api import ApiIndex, Probe
 from librarian.correction.pycode.edits import apply_edits, describe
@@ -151,8 +152,7 @@ def related(old: str, new: str) -> float:
 
 def _words(name: str) -> list[str]:
     """The words of a snake_case (or UPPER_CASE) name, plurals made singular."""
-    words = [word for word in name.lower().split("_") if word]
-    return [word[:-1] if len(word) > 3 and word.endswith("s") else word for word in words]
+    return [singular(word) for word in name.split("_") if word]
 
 
 def substituted(old: str, new: str, substitutions: Sequence[tuple[str, str]]) -> bool:
@@ -456,8 +456,8 @@ def _keyword_edits(scene: CodeScene) -> Iterator[_Edit]:
     value = _keyword_value(scene.code, callee, old)
     for param in params:
         description = _parameter_doc(scene.callee_doc, param)
-        chained = substituted(old, param, scene.substitutions)
-        score = max(related(old, param), 0.9 if _mentions(description, old) or chained else 0.0)
+        evidenced = _mentions(description, old) or substituted(old, param, scene.substitutions)
+        score = max(related(old, param), 0.9 if evidenced else 0.0)
         # A flag's True or False passed on to a parameter that lists named values is no longer one.
         listed = value in ("True", "False") and len(typed_values(description)) >= 2
         if score >= 0.5:
@@ -512,18 +512,22 @@ def _plural_of_passed_keyword(scene: CodeScene) -> Iterator[_Edit]:
     tree = _parse(scene.code)
     top = callee.split(".")[0]
     names = imports(tree)
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or (qualified(node.func, names) or "").split(".")[0] != top:
+    one = singular(name)
+    if one == name:
+        return  # not a plural
+    for node in (node for node in ast.walk(tree) if isinstance(node, ast.Call)):
+        called = qualified(node.func, names)
+        if called is None or called.split(".")[0] != top:
             continue
         for keyword in node.keywords:
-            if keyword.arg is None or name not in (f"{keyword.arg}s", f"{keyword.arg}es"):
+            if keyword.arg != one:
                 continue
             value = f"[{ast.unparse(keyword.value)}]"
             yield (
                 {"op": "add_keyword", "callee": callee, "name": name, "value": value},
                 0.8,
-                f"`{callee}` now requires `{name}`; the code passes `{keyword.arg}=` to "
-                f"`{qualified(node.func, names)}`, so the list of that value.",
+                f"`{callee}` now requires `{name}`; the code passes `{keyword.arg}=` to `{called}`, so "
+                "the list of that value.",
                 name in scene.parameters,
             )
             return

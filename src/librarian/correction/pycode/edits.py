@@ -38,7 +38,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.correction.pycode.source import imports, local_types, qualified, uncalled_attributes
+from librarian.correction.pycode.source import (
+    imports,
+    local_types,
+    qualified,
+    uncalled_attributes,
+    value_made_by,
+)
 
 __all__ = ["apply_edits", "describe"]
 
@@ -148,10 +154,7 @@ def _conversions(
         if node.func.attr != method:
             continue
         receiver = node.func.value
-        made = qualified(receiver.func, names) if isinstance(receiver, ast.Call) else None
-        if isinstance(receiver, ast.Name):
-            made = types.get(receiver.id)
-        if made == callee:
+        if value_made_by(receiver, names, types) == callee:
             splices.append(_Splice(*_span(lines, node), _text(lines, receiver)))
     return splices
 

@@ -94,13 +94,17 @@ def returned_by(tree: ast.AST, names: dict[str, str], attribute: str, line: int 
             continue
         if line is not None and getattr(node, "lineno", None) != line:
             continue
-        if isinstance(node.value, ast.Call):
-            found = qualified(node.value.func, names)
-            if found is not None:
-                return found
-        if isinstance(node.value, ast.Name) and node.value.id in types:
-            return types[node.value.id]
+        found = value_made_by(node.value, names, types)
+        if found is not None:
+            return found
     return None
+
+
+def value_made_by(value: ast.AST, names: dict[str, str], types: dict[str, str]) -> str | None:
+    """The path of the call a value comes from: a call made there, or the one that assigned a variable."""
+    if isinstance(value, ast.Call):
+        return made_by(value, names, types)
+    return types.get(value.id) if isinstance(value, ast.Name) else None
 
 
 def local_types(tree: ast.AST, names: dict[str, str]) -> dict[str, str]:
